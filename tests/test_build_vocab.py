@@ -12,7 +12,7 @@ import sys
 import pytest
 import sentencepiece as spm
 
-from bert_jax.data import embedded_corpus
+from bert_jax.corpus import embedded as embedded_corpus
 from bert_jax.errors import BertJaxError
 from bert_jax.tokenization import (
     SPECIAL_TOKENS,

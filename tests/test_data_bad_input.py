@@ -7,10 +7,10 @@ import sys
 
 import pytest
 
-from bert_jax.data.features import parse_record
 from bert_jax.data.pipeline import create_pretraining_data
-from bert_jax.data.tfrecord import read_records
 from bert_jax.errors import BertJaxError
+from bert_jax.shards.example import decode
+from bert_jax.shards.tfrecord import read_records
 
 SENTENCES = [
     "The rain had only ceased with the gray streaks of morning at Blazing Star.",
@@ -21,7 +21,7 @@ SENTENCES = [
 
 
 def _records(out) -> list[dict]:
-    return [parse_record(r) for p in sorted(out.glob("*.tfrecord")) for r in read_records(p)]
+    return [decode(r) for p in sorted(out.glob("*.tfrecord")) for r in read_records(p)]
 
 
 def _make(tmp_path, vocab, inputs, **kw):

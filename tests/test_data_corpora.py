@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bert_jax.data.features import parse_record
 from bert_jax.data.pipeline import create_pretraining_data
-from bert_jax.data.tfrecord import read_records
+from bert_jax.shards.example import decode
+from bert_jax.shards.tfrecord import read_records
 
 REVIEWS = [
     "A quiet film about a lighthouse keeper. The acting is superb! Would I watch it again? Yes.",
@@ -17,7 +17,7 @@ REVIEWS = [
 
 
 def _records(out) -> list[dict]:
-    return [parse_record(r) for p in sorted(out.glob("*.tfrecord")) for r in read_records(p)]
+    return [decode(r) for p in sorted(out.glob("*.tfrecord")) for r in read_records(p)]
 
 
 def test_embedded_corpus_needs_no_download(tmp_path, uncased_vocab):

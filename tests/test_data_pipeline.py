@@ -8,10 +8,10 @@ import pathlib
 import numpy as np
 import pytest
 
-from bert_jax.data.features import parse_record
 from bert_jax.data.instances import InstanceConfig, num_to_predict
 from bert_jax.data.pipeline import create_pretraining_data
-from bert_jax.data.tfrecord import read_records
+from bert_jax.shards.example import decode
+from bert_jax.shards.tfrecord import read_records
 
 CORPUS = pathlib.Path(__file__).parent / "fixtures" / "reference" / "corpus.txt"
 CLS, SEP, MASK = 101, 102, 103
@@ -24,7 +24,7 @@ def _run(tmp, vocab, name, **kw) -> tuple[dict, list[dict]]:
     kw.setdefault("block_bytes", 6000)
     out = tmp / name
     stats = create_pretraining_data(kw.pop("inputs", str(CORPUS)), str(out), str(vocab), **kw)
-    records = [parse_record(r) for p in sorted(out.glob("*.tfrecord")) for r in read_records(p)]
+    records = [decode(r) for p in sorted(out.glob("*.tfrecord")) for r in read_records(p)]
     return stats, records
 
 

@@ -11,16 +11,16 @@ import sys
 import numpy as np
 import pytest
 
-from bert_jax.data.features import parse_record
 from bert_jax.data.pipeline import create_pretraining_data
-from bert_jax.data.tfrecord import read_records
+from bert_jax.shards.example import decode
+from bert_jax.shards.tfrecord import read_records
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "reference"
 FLAGS = json.loads((FIXTURES / "flags.json").read_text())["common"]
 
 
 def _records(path) -> list[dict[str, np.ndarray]]:
-    return [parse_record(r) for r in read_records(path)]
+    return [decode(r) for r in read_records(path)]
 
 
 def _assert_same_instances(ours_path, golden_path) -> None:

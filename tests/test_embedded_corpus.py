@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from bert_jax.data import embedded_corpus
+from bert_jax.corpus import embedded as embedded_corpus
 from bert_jax.errors import BertJaxError
 from bert_jax.tokenization import load_vocab
 

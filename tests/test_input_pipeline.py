@@ -309,32 +309,62 @@ def test_orbax_checkpoint_with_grains_handler_resumes(shards, tmp_path):
 
 
 def test_tensorflow_records_take_the_fast_packed_path(shards, monkeypatch):
-    from bert_jax.input import records
+    from bert_jax import objectives
+    from bert_jax.shards import example
+    from bert_jax.shards.tfrecord import read_records
 
-    raw = list(records.read_records(shards["static"][0]))
-    spec = records.expected_features(L, P, with_mlm=True)
-    slow = records._parse_batch_slow(raw, spec)
+    raw = list(read_records(shards["static"][0]))
+    schema = objectives.get("mlm_nsp").shard_schema(L, P, static_masks=True)
+    slow = example._decode_batch_slow(raw, schema)
 
     def refuse(*args):
         raise AssertionError("fell back to the slow parser")
 
-    monkeypatch.setattr(records, "_parse_batch_slow", refuse)
-    fast = records.parse_batch(raw, spec)
-    for key in spec:
-        np.testing.assert_array_equal(fast[key], slow[key], err_msg=key)
-        assert fast[key].dtype == slow[key].dtype
+    monkeypatch.setattr(example, "_decode_batch_slow", refuse)
+    fast = example.decode_batch(raw, schema)
+    for f in schema:
+        np.testing.assert_array_equal(fast[f.name], slow[f.name], err_msg=f.name)
+        assert fast[f.name].dtype == slow[f.name].dtype
 
 
 def test_varints_match_protobuf_for_large_and_negative_values(monkeypatch):
-    from bert_jax.data.example_proto import encode_example
-    from bert_jax.input import records
+    from bert_jax.shards import example
+    from bert_jax.shards.schema import Feature
 
-    monkeypatch.setattr(records, "_parse_batch_slow", None)  # must not be needed
+    monkeypatch.setattr(example, "_decode_batch_slow", None)  # must not be needed
 
     values = np.array([0, 1, 127, 128, 300, 30521, 2**31, 2**62, -1, -(2**40)], np.int64)
-    record = encode_example({"v": values})
-    spec = {"v": (values.size, "int64_list")}
-    np.testing.assert_array_equal(records.parse_batch([record, record], spec)["v"][1], values)
+    record = example.Example()
+    record.features.feature["v"].int64_list.value.extend(values.tolist())
+    schema = (Feature("v", values.size, "int64"),)
+    batch = example.decode_batch([record.SerializeToString()] * 2, schema)
+    np.testing.assert_array_equal(batch["v"][1], values)
+
+
+def test_a_flipped_byte_stops_training_naming_file_and_offset(shards, tmp_path):
+    import shutil
+
+    from bert_jax.shards.tfrecord import RecordReader
+
+    path = tmp_path / "train-00000-of-00001.tfrecord"
+    shutil.copy(shards["static"][1], path)
+    with RecordReader(path) as records:
+        for _ in range(19):
+            next(records)
+        offset = records.offset  # where record 19 starts
+    data = bytearray(path.read_bytes())
+    # Record 19 is uid 119: input ids start 101, 1000 + 119 (varints 65 df 08); 1119 -> 1118.
+    data[data.index(b"\x65\xdf\x08", offset) + 1] ^= 0x01
+    path.write_bytes(bytes(data))
+    reader = PretrainInput(str(path), 8, L, P, shuffle=False, num_epochs=1, prefetch=0)
+    assert len(take(reader, 2)) == 2  # records 0-15 are intact
+    with pytest.raises(
+        BertJaxError, match=rf"train-00000-of-00001\.tfrecord: record 19 \(offset {offset}\): bad"
+    ):
+        next(reader)
+    unchecked = PretrainInput(str(path), 8, L, P, shuffle=False, num_epochs=1, verify_crc=False)
+    got = [uid for batch in unchecked for uid in uids(batch)]  # the corrupt id, no error
+    assert len(got) == RECORDS_PER_FILE[1] // 8 * 8 and got.count(118) == 2 and 119 not in got
 
 
 def test_dynamic_masking_refuses_already_masked_shards(shards):

@@ -10,14 +10,17 @@ import sys
 import numpy as np
 import pytest
 
-from bert_jax.input import EvalInput, MaskingSpec, PretrainInput, records
+from bert_jax import objectives
+from bert_jax.input import EvalInput, MaskingSpec, PretrainInput
+from bert_jax.shards.example import decode_batch
+from bert_jax.shards.tfrecord import read_records
 
 L, P = 64, 10
 
 
 @pytest.fixture(scope="module")
 def real_shards(tmp_path_factory, uncased_vocab) -> dict:
-    from bert_jax.data.embedded_corpus import write_corpus
+    from bert_jax.corpus.embedded import write_corpus
 
     root = tmp_path_factory.mktemp("real")
     write_corpus(root / "corpus.txt", max_documents=80)
@@ -60,10 +63,10 @@ def test_dynamic_masking_of_real_text(real_shards, uncased_vocab):
     reader = PretrainInput(
         real_shards["dynamic"], 32, L, P, seed=0, num_epochs=1, dynamic_masking=spec
     )
-    unmasked = records.expected_features(L, P, with_mlm=False)
+    unmasked = objectives.get("mlm_nsp").shard_schema(L, P, static_masks=False)
     original = set()
     for path in pathlib.Path(real_shards["dynamic"]).parent.glob("shard-*"):
-        ids = records.parse_batch(list(records.read_records(str(path))), unmasked)["input_ids"]
+        ids = decode_batch(list(read_records(path)), unmasked)["input_ids"]
         original.update(row.astype(np.int32).tobytes() for row in ids)
     total = mask_tokens = 0
     for batch in reader:

@@ -222,9 +222,9 @@ def test_graft_encoder_into_classifier(ours, scan_layers):
 
 
 def test_workdir_checkpoint_loads_and_converts(ours, tmp_path):
-    """A bert-jax workdir (Orbax checkpoint written by bert_jax.train.checkpoint, scanned layout)
+    """A bert-jax workdir (Orbax checkpoint written by bert_jax.checkpoint, scanned layout)
     loads through load_pretrained and converts to a Hugging Face dir."""
-    from bert_jax.train.checkpoint import Checkpointer
+    from bert_jax.checkpoint import Checkpointer
 
     workdir = tmp_path / "workdir"
     workdir.mkdir()

@@ -17,7 +17,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from bert_jax.data import embedded_corpus
+from bert_jax.corpus import embedded as embedded_corpus
 from bert_jax.data.pipeline import create_pretraining_data
 
 SEQ, PRED, BATCH, STEPS = 64, 10, 16, 6
@@ -30,7 +30,7 @@ WORKER = textwrap.dedent(
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     port, pid, overrides, workdir = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
     jax.distributed.initialize(f"127.0.0.1:{port}", num_processes=2, process_id=pid)
-    from bert_jax.train.run_pretraining import run_pretraining
+    from bert_jax.runs.pretrain import run_pretraining
     sys.path.insert(0, sys.argv[5])
     from test_multiprocess_pretrain import tiny_config
     result = run_pretraining(tiny_config(json.loads(overrides)), workdir)
@@ -132,7 +132,7 @@ def two_process_run(shards, tmp_path_factory) -> pathlib.Path:
 
 def test_two_processes_give_the_losses_of_one(shards, two_process_run, tmp_path):
     from bert_jax.input import PretrainInput
-    from bert_jax.train.run_pretraining import run_pretraining
+    from bert_jax.runs.pretrain import run_pretraining
 
     # The same global batches in one process: process i's rows come from its own file only.
     readers = [

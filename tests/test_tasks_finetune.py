@@ -3,6 +3,7 @@ the CLI's one-line errors, and a real fine-tune of the real MiniLM checkpoint th
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import pathlib
 import shutil
@@ -11,19 +12,41 @@ import sys
 
 import pytest
 
-from bert_jax.tasks import runner, word_order
+from bert_jax.errors import BertJaxError
+from bert_jax.tasks import runner
+from bert_jax.train.config import finetune_config, pretrain_config, training_config
 
 ROOT = pathlib.Path(__file__).parent.parent
 FIX = ROOT / "tests" / "fixtures" / "tasks"
 
 
-def _config(name: str, arg: str | None = None):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(name, ROOT / "experiments" / "configs" / name)
+def _load(path: pathlib.Path):
+    """A module of experiments/ (not a package) by its path."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    return mod
+
+
+def _config(name: str, arg: str | None = None):
+    mod = _load(ROOT / "experiments" / "configs" / name)
     return mod.get_config(arg) if arg else mod.get_config()
+
+
+def test_one_schema_for_pretraining_and_finetuning():
+    shared = set(training_config())
+    assert shared <= set(pretrain_config("tiny")) and shared <= set(finetune_config("glue"))
+    for name in ("glue.py", "squad.py", "ner.py", "swag.py"):
+        cfg = _config(name)
+        assert shared <= set(cfg) and cfg.keep_checkpoints == 1 and cfg.train_steps == 0
+    cfg = _config("glue.py", "mrpc")
+    run = runner.run_config(cfg, num_examples=100, lr=2e-5, epochs=2.0, batch=8, seed=3)
+    assert (run.train_steps, run.warmup_steps) == (25, 2)
+    assert (run.learning_rate, run.train_batch_size, run.seed) == (2e-5, 8, 3)
+    assert cfg.train_steps == 0  # the copy is filled in, not the config
+    cfg.train_steps = 10
+    with pytest.raises(BertJaxError, match="num_train_epochs"):
+        runner.run_config(cfg, 100, 2e-5, 2.0, 8, 3)
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +74,7 @@ def _tiny(cfg, ckpt, data_dir, workdir=None):
     cfg.train_batch_size = 8
     cfg.eval_batch_size = 8
     cfg.num_train_epochs = 1.0
-    cfg.log_every = 1
+    cfg.log_every_steps = 1
     cfg.num_devices = 1  # the 8 fake CPU devices only add compile and checkpoint time here
     return cfg
 
@@ -154,9 +177,10 @@ def test_cli_reports_bad_input_in_one_line(tmp_path, minilm_dir):
 def test_real_minilm_finetune_learns_word_order(minilm_dir, tmp_path):
     """Real data, no download: English sentences from CPython's standard-library docstrings; half
     have their words shuffled (label 0), the rest keep their order (label 1), so the label is a
-    true property of each text and the majority class is ~50% (see bert_jax.tasks.word_order).
+    true property of each text and the majority class is ~50% (see experiments/word_order.py).
     Fine-tuning the real pretrained MiniLM (6 layers) for 32 steps reaches dev accuracy far above
     the majority class; a model that did not load the pretrained weights stays near chance."""
+    word_order = _load(ROOT / "experiments" / "word_order.py")
     data = tmp_path / "data"
     info = word_order.write_cola_layout(str(data), num_train=256, num_dev=128, seed=0)
     cfg = _config("glue.py", "cola")
@@ -166,7 +190,7 @@ def test_real_minilm_finetune_learns_word_order(minilm_dir, tmp_path):
     cfg.train_batch_size = 16
     cfg.num_train_epochs = 2.0
     cfg.learning_rate = 2e-4
-    cfg.log_every = 8
+    cfg.log_every_steps = 8
     cfg.num_devices = 1
     results = runner.finetune(cfg, str(tmp_path / "work"))
     assert results["accuracy"] >= info["dev_majority"] + 0.25, (results, info)

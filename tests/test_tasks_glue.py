@@ -41,7 +41,7 @@ EXPECTED = [
 
 @pytest.mark.parametrize("name,split,n,a,b,label", EXPECTED)
 def test_reads_the_glue_layout(name, split, n, a, b, label):
-    task = glue.get_task(name)
+    task = glue.get_spec(name)
     examples = glue.read_split(task, str(FIX / name), split)
     assert len(examples) == n
     first = examples[0]
@@ -60,7 +60,7 @@ def test_features_match_hugging_face_pair_encoding(tokenizer, minilm_dir):
     from transformers import BertTokenizerFast
 
     hf = BertTokenizerFast.from_pretrained(str(minilm_dir))
-    task = glue.get_task("mrpc")
+    task = glue.get_spec("mrpc")
     examples = glue.read_split(task, str(FIX / "mrpc"), "train")
     feats = glue.featurize(task, examples, tokenizer, 128)
     for i, ex in enumerate(examples):
@@ -72,7 +72,7 @@ def test_features_match_hugging_face_pair_encoding(tokenizer, minilm_dir):
 
 
 def test_pair_truncation_pops_the_longer_side(tokenizer):
-    task = glue.get_task("rte")
+    task = glue.get_spec("rte")
     ex = glue.Example("x-0", "one two three four five six seven eight", "nine ten", "entailment")
     ids = glue.featurize(task, [ex], tokenizer, 9)["input_ids"][0]
     tokens = [tokenizer.inv_vocab[int(i)] for i in ids]
@@ -84,25 +84,25 @@ def test_metrics_match_hand_computed_values():
     labels = np.array([1, 1, 1, 0, 0, 0, 1, 0])
     preds = np.array([1, 1, 0, 0, 0, 1, 1, 0])
     # tp=3 fn=1 fp=1 tn=3: acc 0.75, F1 0.75, MCC (9-1)/sqrt(4*4*4*4) = 0.5
-    mrpc = glue.compute_metrics(glue.get_task("mrpc"), preds, labels)
+    mrpc = glue.compute_metrics(glue.get_spec("mrpc"), preds, labels)
     assert mrpc == pytest.approx({"accuracy": 0.75, "f1": 0.75})
-    cola = glue.compute_metrics(glue.get_task("cola"), preds, labels)
+    cola = glue.compute_metrics(glue.get_spec("cola"), preds, labels)
     assert cola["mcc"] == pytest.approx(0.5)
     sts = glue.compute_metrics(
-        glue.get_task("stsb"), np.array([1.0, 2.0, 3.0, 4.0]), np.array([1.0, 2.0, 3.0, 5.0])
+        glue.get_spec("stsb"), np.array([1.0, 2.0, 3.0, 4.0]), np.array([1.0, 2.0, 3.0, 5.0])
     )
     assert sts["spearmanr"] == pytest.approx(1.0)
     assert sts["pearson"] == pytest.approx(np.corrcoef([1, 2, 3, 4], [1, 2, 3, 5])[0, 1])
-    assert glue.headline(glue.get_task("mrpc"), mrpc) == pytest.approx(0.75)
+    assert glue.headline(glue.get_spec("mrpc"), mrpc) == pytest.approx(0.75)
 
 
 def test_submission_file_uses_test_index_and_label_names(tmp_path):
-    task = glue.get_task("mnli")
+    task = glue.get_spec("mnli")
     examples = glue.read_split(task, str(FIX / "mnli"), "test_matched")
     path = tmp_path / "MNLI-m.tsv"
     glue.write_submission(task, examples, np.array([1]), str(path))
     assert path.read_text() == "index\tprediction\n0\tentailment\n"
-    sts = glue.get_task("stsb")
+    sts = glue.get_spec("stsb")
     examples = glue.read_split(sts, str(FIX / "stsb"), "test")
     glue.write_submission(sts, examples, np.array([3.14159]), str(path))
     assert path.read_text() == "index\tprediction\n0\t3.142\n"
@@ -113,7 +113,7 @@ def test_malformed_row_names_file_and_line(tmp_path):
         "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\t2\tA ok.\tB ok.\n0\t3\t4\tonly a\n"
     )
     with pytest.raises(BertJaxError, match=r"train.tsv: line 3: expected at least 5"):
-        glue.read_split(glue.get_task("mrpc"), str(tmp_path), "train")
+        glue.read_split(glue.get_spec("mrpc"), str(tmp_path), "train")
 
 
 def test_label_outside_label_set_names_file_and_line(tmp_path):
@@ -121,23 +121,23 @@ def test_label_outside_label_set_names_file_and_line(tmp_path):
         "index\tsentence1\tsentence2\tlabel\n0\tA.\tB.\tentailment\n1\tA.\tB.\tmaybe\n"
     )
     with pytest.raises(BertJaxError, match=r"dev.tsv: line 3: label 'maybe' not in rte"):
-        glue.read_split(glue.get_task("rte"), str(tmp_path), "dev")
+        glue.read_split(glue.get_spec("rte"), str(tmp_path), "dev")
     (tmp_path / "dev.tsv").write_text("\t".join(["x"] * 9 + ["high"]) + "\n" * 2)
     bad = "\t".join(["0"] * 9 + ["high"])
     (tmp_path / "dev.tsv").write_text("header\n" + bad + "\n")
     with pytest.raises(BertJaxError, match=r"line 2: label 'high' is not a number"):
-        glue.read_split(glue.get_task("stsb"), str(tmp_path), "dev")
+        glue.read_split(glue.get_spec("stsb"), str(tmp_path), "dev")
 
 
 def test_missing_file_is_an_error(tmp_path):
     with pytest.raises(BertJaxError, match="no such file"):
-        glue.read_split(glue.get_task("sst2"), str(tmp_path), "train")
+        glue.read_split(glue.get_spec("sst2"), str(tmp_path), "train")
 
 
 @pytest.mark.parametrize("name", ["mrpc", "mnli", "stsb"])
 def test_tfds_glue_reads_labels_into_our_label_names(name):
     tfds = pytest.importorskip("tensorflow_datasets")
-    task = glue.get_task(name)
+    task = glue.get_spec(name)
     split = task.tfds_dev[-1]
     with tfds.testing.mock_data(num_examples=6):
         examples = glue.read_tfds_split(task, split)

@@ -12,7 +12,7 @@ import shutil
 import pytest
 from tokenizers import Tokenizer
 
-from bert_jax.data import embedded_corpus
+from bert_jax.corpus import embedded as embedded_corpus
 from bert_jax.errors import BertJaxError
 from bert_jax.tokenization import (
     BasicTokenizer,

@@ -18,7 +18,7 @@ import ml_collections
 import numpy as np
 import pytest
 
-from bert_jax.data import embedded_corpus
+from bert_jax.corpus import embedded as embedded_corpus
 from bert_jax.data.pipeline import create_pretraining_data
 from bert_jax.train.config import pretrain_config
 
@@ -27,8 +27,10 @@ SEQ, PRED = 64, 10
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> dict[str, str]:
-    """Held-out documents for eval; a WordPiece vocab trained by `tokenizers` on the train part."""
-    from tokenizers import BertWordPieceTokenizer
+    """Held-out documents for eval; a WordPiece vocab built on the train part (one sentencepiece
+    thread, so the vocab and hence the learning curve are the same on every run: `tokenizers`'
+    trainer breaks ties differently from one process to the next)."""
+    from bert_jax.tokenization.vocab_builder import build_vocab
 
     root = tmp_path_factory.mktemp("pretrain_data")
     embedded_corpus.write_corpus(root / "corpus.txt", max_bytes=600_000)
@@ -36,9 +38,7 @@ def data(tmp_path_factory) -> dict[str, str]:
     n_eval = len(docs) // 8
     (root / "train.txt").write_text("\n\n".join(docs[:-n_eval]) + "\n")
     (root / "eval.txt").write_text("\n\n".join(docs[-n_eval:]) + "\n")
-    tok = BertWordPieceTokenizer(lowercase=True)
-    tok.train([str(root / "train.txt")], vocab_size=2000, show_progress=False)
-    tok.save_model(str(root))
+    build_vocab(str(root / "train.txt"), 2000, root, num_threads=1)
     vocab = str(root / "vocab.txt")
     kw = dict(max_seq_length=SEQ, max_predictions_per_seq=PRED)
     create_pretraining_data(str(root / "train.txt"), str(root / "train"), vocab, num_shards=2,
@@ -85,7 +85,7 @@ def _unigram_baseline(data) -> float:
 
 @pytest.fixture(scope="module")
 def trained(data, tmp_path_factory):
-    from bert_jax.train.run_pretraining import run_pretraining
+    from bert_jax.runs.pretrain import run_pretraining
 
     workdir = tmp_path_factory.mktemp("learn")
     config = _config(data, train_steps=300, eval_every_steps=300, checkpoint_every_steps=300)

@@ -6,7 +6,7 @@
     check_trainer_fits(trainer, config)   # on the attached TPU: raises BertJaxError if no fit
 
 Mesh, task and train step come from the pretraining code itself (bert_jax.train:
-`make_mesh(config.mesh, devices)`, `run_pretraining.bert_config_from / pretraining_task`,
+`make_mesh(config.mesh, devices)`, `pretraining.bert_config_from / pretraining_task`,
 `build_trainer`), so what compiles here is exactly what `bert-jax pretrain` would run.
 """
 
@@ -15,15 +15,16 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+import jax
+
 from bert_jax.aot.fit import CompileReport, compile_step, format_report
 from bert_jax.aot.topology import TpuSlice, generation_of_device, resolve_slice
 from bert_jax.errors import BertJaxError
+from bert_jax.train import build_trainer, make_mesh
+from bert_jax.train.pretraining import bert_config_from, pretraining_task
 
 
 def build_pretraining_trainer(config: Any, devices: list[Any]) -> Any:
-    from bert_jax.train import build_trainer, make_mesh
-    from bert_jax.train.run_pretraining import bert_config_from, pretraining_task
-
     bert_config = bert_config_from(config)
     task = pretraining_task(config, bert_config)
     return build_trainer(config, task, make_mesh(config.mesh, devices))
@@ -96,8 +97,6 @@ def _hbm_of(device: Any) -> int:
 def check_trainer_fits(trainer: Any, config: Any, verbose: bool = True) -> CompileReport | None:
     """On TPU: compile the step for the attached devices and raise a BertJaxError with knobs to
     turn if it does not fit. Elsewhere (CPU, GPU) returns None without compiling."""
-    import jax
-
     devices = list(trainer.mesh.devices.flat)
     if devices[0].platform != "tpu":
         return None

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from absl import flags, logging
 
+from bert_jax import objectives
+
 FLAGS = flags.FLAGS
 
 flags.DEFINE_string(
@@ -60,8 +62,9 @@ flags.DEFINE_bool(
 flags.DEFINE_enum(
     "objective",
     "nsp",
-    ["nsp", "sop", "full_sentences"],
-    "nsp (BERT), sop (ALBERT sentence order), full_sentences (RoBERTa, no NSP).",
+    list(dict.fromkeys(objectives.data_flags() + objectives.names())),
+    "nsp (BERT), sop (ALBERT sentence order), full_sentences (RoBERTa, no NSP), or any name of "
+    "the objectives registry (bert_jax/objectives/: mlm_nsp, mlm, mlm_sop, ...).",
 )
 flags.DEFINE_bool(
     "dynamic_masking",

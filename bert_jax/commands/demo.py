@@ -35,7 +35,7 @@ def _step(n: int, text: str) -> None:
 
 
 def _corpus(root: pathlib.Path, megabytes: float) -> tuple[pathlib.Path, pathlib.Path, dict]:
-    from bert_jax.data import embedded_corpus
+    from bert_jax.corpus import embedded as embedded_corpus
 
     stats = embedded_corpus.write_corpus(root / "corpus.txt", max_bytes=int(megabytes * 2**20))
     docs = (root / "corpus.txt").read_text(encoding="utf-8").strip().split("\n\n")
@@ -175,7 +175,7 @@ def main(argv: list[str]) -> None:
         print(f"  {name}: {st['instances']} instances of <= {seq} tokens")
 
     _step(4, f"pretraining a tiny BERT (2 layers, 128 wide) for {_STEPS.value} steps on CPU")
-    from bert_jax.train.run_pretraining import run_pretraining
+    from bert_jax.runs.pretrain import run_pretraining
 
     config = demo_config(data, vocab, _STEPS.value, seq)
     result = run_pretraining(config, str(root / "pretrain"))

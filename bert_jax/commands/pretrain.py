@@ -24,7 +24,7 @@ def main(argv: list[str]) -> None:
         raise BertJaxError("--config is required, e.g. experiments/configs/pretrain.py:base")
     if not _WORKDIR.value:
         raise BertJaxError("--workdir is required")
-    from bert_jax.train.run_pretraining import run_pretraining
+    from bert_jax.runs.pretrain import run_pretraining
 
     logging.set_verbosity(logging.WARNING)  # Orbax logs every save step at INFO
 

@@ -1,21 +1,17 @@
-"""Fast mode's vectorised back end: a block's instances as padded numpy arrays, masked and
-serialised to `tf.train.Example` bytes without a per-token Python loop.
-
-Masking draws the reference's distribution (num_to_predict rule, never [CLS]/[SEP], 80% [MASK] /
-10% random id / 10% kept) from a numpy Generator for all rows at once; whole-word masking, whose
-greedy skip-if-overshooting rule is sequential, runs per row (`instances.mask_fast`). The record
-bytes are the protobuf wire format: packed varints built with numpy, per-length headers cached.
+"""Fast mode's vectorised back end: a block's instances as padded numpy arrays, masked by the
+one masker (`bert_jax.objectives.masking`) and serialised to `tf.train.Example` bytes without a
+per-token Python loop (`columns` -> `bert_jax.shards.example.encode_batch`).
 """
 
 from __future__ import annotations
 
-import functools
 import itertools
 
 import numpy as np
 
-from bert_jax.data.features import STATIC_FEATURES, _varint
-from bert_jax.data.instances import Instance, InstanceConfig, Vocab, mask_fast
+from bert_jax.data.instances import Instance, InstanceConfig, Vocab
+from bert_jax.objectives.base import TokenMasking
+from bert_jax.objectives.masking import MaskingSpec, mask_batch
 
 
 def pack(instances: list[Instance], cfg: InstanceConfig) -> dict[str, np.ndarray]:
@@ -35,125 +31,55 @@ def pack(instances: list[Instance], cfg: InstanceConfig) -> dict[str, np.ndarray
     return {"input_ids": ids_NxL, "segment_ids": seg_NxL, "lengths": lengths_N, "labels": labels_N}
 
 
-def mask(batch: dict, cfg: InstanceConfig, vocab: Vocab, gen: np.random.Generator) -> None:
-    """Adds masked input_ids, masked_lm_positions/ids [N, P], num_masked [N], kinds [3]."""
-    ids_NxL, lengths_N = batch["input_ids"], batch["lengths"]
-    n, seq, preds = ids_NxL.shape[0], cfg.max_seq_length, cfg.max_predictions_per_seq
-    pos_NxP = np.zeros((n, preds), np.int64)
-    lab_NxP = np.zeros((n, preds), np.int64)
-    if cfg.do_whole_word_mask:
-        out_NxL = ids_NxL.copy()
-        k_N = np.zeros(n, np.int64)
-        kinds = np.zeros(3, np.int64)
-        for r in range(n):
-            out, positions, labels, kind = mask_fast(
-                ids_NxL[r, : lengths_N[r]].tolist(), cfg, vocab, gen
-            )
-            out_NxL[r, : lengths_N[r]] = out
-            k_N[r] = len(positions)
-            pos_NxP[r, : len(positions)] = positions
-            lab_NxP[r, : len(positions)] = labels
-            kinds += kind
-    else:
-        cand_NxL = (
-            (np.arange(seq)[None, :] < lengths_N[:, None])
-            & (ids_NxL != vocab.cls_id)
-            & (ids_NxL != vocab.sep_id)
-        )
-        budget_N = np.minimum(preds, np.maximum(1, np.round(lengths_N * cfg.masked_lm_prob)))
-        k_N = np.minimum(budget_N, cand_NxL.sum(1)).astype(np.int64)
-        keys_NxL = np.where(cand_NxL, gen.random((n, seq)), 2.0)
-        rank_NxL = np.argsort(np.argsort(keys_NxL, axis=1), axis=1)
-        chosen_NxL = rank_NxL < k_N[:, None]
-        rows, cols = np.nonzero(chosen_NxL)  # row-major: positions ascending within a row
-        slot = np.arange(len(rows)) - np.repeat(np.cumsum(k_N) - k_N, k_N)
-        pos_NxP[rows, slot] = cols
-        lab_NxP[rows, slot] = ids_NxL[rows, cols]
-        u = gen.random(len(rows))
-        is_mask, is_random = u < 0.8, u >= 0.9
-        out_NxL = ids_NxL.copy()
-        out_NxL[rows[is_mask], cols[is_mask]] = vocab.mask_id
-        n_random = int(is_random.sum())
-        out_NxL[rows[is_random], cols[is_random]] = vocab.vocab_ids[
-            gen.integers(0, len(vocab.vocab_ids), n_random)
-        ]
-        kinds = np.array([is_mask.sum(), n_random, len(rows) - is_mask.sum() - n_random])
-    batch.update(
-        input_ids=out_NxL,
-        masked_lm_positions=pos_NxP,
-        masked_lm_ids=lab_NxP,
-        num_masked=k_N,
-        kinds=kinds,
+def masking_spec(vocab: Vocab, rule: TokenMasking, cfg: InstanceConfig) -> MaskingSpec:
+    """The masker's view of a WordPiece vocab: never [CLS]/[SEP] (padding lies past the length),
+    random replacements from every id, "##" pieces for whole-word masking."""
+    return MaskingSpec(
+        mask_id=vocab.mask_id,
+        vocab_size=int(vocab.vocab_ids.max()) + 1,
+        special_ids=(vocab.cls_id, vocab.sep_id),
+        masked_lm_prob=cfg.masked_lm_prob,
+        mask_prob=rule.mask_prob,
+        random_prob=rule.random_prob,
+        continuation_ids=tuple(np.flatnonzero(vocab.is_continuation).tolist()),
+        whole_word=cfg.do_whole_word_mask,
     )
 
 
-def _varint_rows(a_NxK: np.ndarray) -> tuple[bytes, np.ndarray]:
-    """Packed varints of each row, concatenated, and the row byte offsets [N+1]."""
-    n, k = a_NxK.shape
-    top = int(a_NxK.max()) if a_NxK.size else 0
-    if a_NxK.size and int(a_NxK.min()) < 0 or top >= 1 << 35:
-        raise ValueError("feature value out of range for the fast encoder")
-    if top < 128:  # masks, segment ids, labels: one byte per value
-        return a_NxK.astype(np.uint8).tobytes(), np.arange(n + 1) * k
-    width = (top.bit_length() + 6) // 7
-    a = a_NxK.astype(np.uint64)
-    nb = np.ones(a.shape, np.int64)
-    for j in range(1, width):
-        nb += a >= (1 << (7 * j))
-    out = np.empty(a.shape + (width,), np.uint8)
-    for j in range(width):
-        cont = (nb > j + 1).astype(np.uint8) << 7
-        out[..., j] = ((a >> np.uint64(7 * j)) & np.uint64(0x7F)).astype(np.uint8) | cont
-    flat = out[np.arange(width) < nb[..., None]].tobytes()
-    offsets = np.concatenate([[0], np.cumsum(nb.sum(axis=1))])
-    return flat, offsets
+def mask(batch: dict, spec: MaskingSpec, max_predictions_per_seq: int, seed: int) -> None:
+    """Masks the packed rows in place with the one masker (row r is example r of the block):
+    masked input_ids, masked_lm_positions/ids [N, P], num_masked [N], kinds [3]."""
+    ids_NxL, lengths_N = batch["input_ids"], batch["lengths"]
+    valid_NxL = np.arange(ids_NxL.shape[1])[None, :] < lengths_N[:, None]
+    rows_N = np.arange(len(ids_NxL))
+    out = mask_batch(ids_NxL, valid_NxL, rows_N, spec, max_predictions_per_seq, seed)
+    batch.update(
+        input_ids=out["input_ids"],
+        masked_lm_positions=out["masked_lm_positions"],
+        masked_lm_ids=out["masked_lm_ids"],
+        num_masked=out["masked_lm_weights"].sum(axis=1).astype(np.int64),
+        kinds=out["mask_kinds"],
+    )
 
 
-@functools.lru_cache(maxsize=65536)
-def _prefix(key: str, is_float: bool, payload_len: int) -> bytes:
-    """Everything of one map entry before its packed payload (depends only on its length)."""
-    values = b"\x0a" + _varint(payload_len)
-    feature_len = len(values) + payload_len
-    feature = (b"\x12" if is_float else b"\x1a") + _varint(feature_len) + values
-    key_field = b"\x0a" + _varint(len(key)) + key.encode()
-    value_len = len(feature) + payload_len
-    body = key_field + b"\x12" + _varint(value_len) + feature
-    return b"\x0a" + _varint(len(body) + payload_len) + body
-
-
-def serialize(batch: dict, cfg: InstanceConfig) -> list[bytes]:
-    """One Example per row, features in the reference's order."""
-    n, seq = batch["input_ids"].shape
-    mask_NxL = (np.arange(seq)[None, :] < batch["lengths"][:, None]).astype(np.int64)
-    columns: list[tuple[str, bool, bytes, np.ndarray]] = []
-
-    def ints(name: str, a: np.ndarray) -> None:
-        flat, off = _varint_rows(a)
-        columns.append((name, False, flat, off))
-
-    ints("input_ids", batch["input_ids"])
-    ints("input_mask", mask_NxL)
-    ints("segment_ids", batch["segment_ids"])
+def columns(batch: dict, cfg: InstanceConfig) -> dict[str, np.ndarray]:
+    """The shard columns of packed (and masked) rows, in the reference's feature order, for
+    `bert_jax.shards.example.encode_batch`: input_mask from the lengths, masked_lm_weights from
+    the mask counts, the label as a [N, 1] column."""
+    seq = batch["input_ids"].shape[1]
+    out = {
+        "input_ids": batch["input_ids"],
+        "input_mask": (np.arange(seq)[None, :] < batch["lengths"][:, None]).astype(np.int64),
+        "segment_ids": batch["segment_ids"],
+    }
     if not cfg.dynamic_masking:
         preds = cfg.max_predictions_per_seq
-        ints("masked_lm_positions", batch["masked_lm_positions"])
-        ints("masked_lm_ids", batch["masked_lm_ids"])
-        w_NxP = (np.arange(preds)[None, :] < batch["num_masked"][:, None]).astype("<f4")
-        columns.append(("masked_lm_weights", True, w_NxP.tobytes(), np.arange(n + 1) * 4 * preds))
-    ints("next_sentence_labels", batch["labels"][:, None])
-    assert [c[0] for c in columns] == [
-        f for f in STATIC_FEATURES if not cfg.dynamic_masking or not f.startswith("masked")
-    ]
-    records = []
-    for r in range(n):
-        parts = []
-        for name, is_float, flat, off in columns:
-            payload = flat[off[r] : off[r + 1]]
-            parts.append(_prefix(name, is_float, len(payload)))
-            parts.append(payload)
-        body = b"".join(parts)
-        records.append(b"\x0a" + _varint(len(body)) + body)
-    return records
+        out["masked_lm_positions"] = batch["masked_lm_positions"]
+        out["masked_lm_ids"] = batch["masked_lm_ids"]
+        weights_NxP = np.arange(preds)[None, :] < batch["num_masked"][:, None]
+        out["masked_lm_weights"] = weights_NxP.astype(np.float32)
+    out["next_sentence_labels"] = batch["labels"][:, None]
+    return out
 
 
 def add_stats(st: dict, batch: dict, cfg: InstanceConfig) -> None:

@@ -16,12 +16,13 @@ import uuid
 
 from etils import epath
 
-from bert_jax.data import corpus, stats
-from bert_jax.data.pipeline import Settings, load_tokenizer, process_block, shard_of
-from bert_jax.data.tfrecord import TFRecordWriter
+from bert_jax.corpus import sources as text_sources
+from bert_jax.data import stats
+from bert_jax.data.blocks import Settings, load_tokenizer, process_block, shard_of
+from bert_jax.shards.tfrecord import TFRecordWriter
 
 
-def run(settings: Settings, sources: list[corpus.Source], output_files: list[str], options):
+def run(settings: Settings, sources: list[text_sources.Source], output_files: list[str], options):
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
@@ -31,7 +32,7 @@ def run(settings: Settings, sources: list[corpus.Source], output_files: list[str
     class Blocks(beam.DoFn):
         def process(self, item):
             s, source = item
-            for b, data in corpus.source_blocks(source, settings.block_bytes):
+            for b, data in text_sources.source_blocks(source, settings.block_bytes):
                 yield s, b, data
 
     class Build(beam.DoFn):

@@ -4,14 +4,13 @@ Pure functions over token ids (a document is a list of sentences, a sentence a l
 by the reference-compatible runner, the fast local runner and the Beam pipeline alike. With a
 `random.Random` and the reference masker they consume random numbers in exactly the order of the
 reference's `create_instances_from_document` / `truncate_seq_pair` /
-`create_masked_lm_predictions` (bert_reference.md §1.3-1.6), so `--reference_compat` reproduces
-its instances. The fast runner passes the numpy masker instead (same distribution, vectorised).
+`create_masked_lm_predictions`, so `--reference_compat` reproduces its instances. The fast runner
+builds unmasked instances and masks whole blocks with `bert_jax.objectives.masking` (the masker
+the input pipeline also uses for dynamic masking).
 
-Objectives: "nsp" (BERT: B is the true continuation or, with p=0.5, a span of another document,
-label 1 = random next), "sop" (ALBERT: B is the continuation, swapped before A with p=0.5, label
-1 = swapped; a one-sentence chunk still takes a random document, as ALBERT's code does) and
-"full_sentences" (RoBERTa: contiguous sentences packed up to the length limit across document
-boundaries with an extra [SEP] between documents, one segment, label always 0).
+`build_instances` turns documents into instances by an objective's pairing (see
+`bert_jax.objectives.base.PAIRINGS`): sentence pairs (BERT's NSP data), swapped pairs (ALBERT's
+SOP data) or packed full sentences (RoBERTa).
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-OBJECTIVES = ("nsp", "sop", "full_sentences")
+from bert_jax.errors import BertJaxError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,7 +31,7 @@ class InstanceConfig:
     masked_lm_prob: float = 0.15
     short_seq_prob: float = 0.1
     do_whole_word_mask: bool = False
-    objective: str = "nsp"
+    objective: str = "mlm_nsp"  # a bert_jax.objectives name
     dynamic_masking: bool = False  # write unmasked instances; masks are drawn at training time
 
 
@@ -48,8 +47,6 @@ class Vocab:
 
     @classmethod
     def from_token_dict(cls, vocab: dict[str, int], source: str = "vocab") -> Vocab:
-        from bert_jax.errors import BertJaxError
-
         missing = [t for t in ("[CLS]", "[SEP]", "[MASK]") if t not in vocab]
         if missing:
             raise BertJaxError(
@@ -129,36 +126,6 @@ def mask_reference(ids: list[int], cfg: InstanceConfig, vocab: Vocab, rng: rando
     return out, [p for p, _ in picked], [label for _, label in picked], tuple(kinds)
 
 
-def mask_fast(ids: list[int], cfg: InstanceConfig, vocab: Vocab, gen: np.random.Generator):
-    """Same distribution as the reference (budget rule, whole words, 80/10/10), vectorised."""
-    ids_L = np.asarray(ids, dtype=np.int64)
-    cand = np.flatnonzero((ids_L != vocab.cls_id) & (ids_L != vocab.sep_id))
-    budget = num_to_predict(len(ids), cfg)
-    if cfg.do_whole_word_mask and len(cand):
-        starts = np.ones(len(cand), dtype=bool)
-        starts[1:] = ~vocab.is_continuation[ids_L[cand[1:]]]
-        groups = np.split(cand, np.flatnonzero(starts)[1:])
-        chosen: list[int] = []
-        for g in gen.permutation(len(groups)):
-            if len(chosen) >= budget:
-                break
-            if len(chosen) + len(groups[g]) <= budget:
-                chosen.extend(groups[g].tolist())
-        positions = np.sort(np.asarray(chosen, dtype=np.int64))
-    else:
-        positions = np.sort(gen.permutation(cand)[:budget])
-    labels = ids_L[positions]
-    u = gen.random(len(positions))
-    out = ids_L.copy()
-    is_mask, is_random = u < 0.8, u >= 0.9
-    out[positions[is_mask]] = vocab.mask_id
-    n_random = int(is_random.sum())
-    if n_random:
-        out[positions[is_random]] = vocab.vocab_ids[gen.integers(0, len(vocab.vocab_ids), n_random)]
-    kinds = (int(is_mask.sum()), n_random, len(positions) - int(is_mask.sum()) - n_random)
-    return out.tolist(), positions.tolist(), labels.tolist(), kinds
-
-
 def truncate_seq_pair(tokens_a: list[int], tokens_b: list[int], max_num_tokens: int, rng) -> int:
     """Trim the longer side (ties: B), from the front or back with p=0.5, one `rng.random()`
     per removed token as the reference; simulated on counters, then sliced once. Returns #removed.
@@ -182,12 +149,12 @@ def truncate_seq_pair(tokens_a: list[int], tokens_b: list[int], max_num_tokens: 
     return a_front + a_back + b_front + b_back
 
 
-def _finish(tokens_a, tokens_b, label, cfg, vocab, rng, mask_fn, mask_rng) -> Instance:
+def _finish(tokens_a, tokens_b, label, cfg, vocab, rng, mask_fn) -> Instance:
     ids = [vocab.cls_id, *tokens_a, vocab.sep_id, *tokens_b, vocab.sep_id]
     segment_ids = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
-    if cfg.dynamic_masking:
+    if mask_fn is None:
         return Instance(ids, segment_ids, label)
-    out, positions, labels, kinds = mask_fn(ids, cfg, vocab, mask_rng)
+    out, positions, labels, kinds = mask_fn(ids, cfg, vocab, rng)
     return Instance(out, segment_ids, label, positions, labels, kinds)
 
 
@@ -198,12 +165,10 @@ def create_instances_from_document(
     vocab: Vocab,
     rng: random.Random,
     mask_fn: Masker = mask_reference,
-    mask_rng=None,
+    swap_order: bool = False,
 ) -> list[Instance]:
-    """NSP or SOP instances of one document; `documents` is the pool random B spans come from.
-
-    `mask_rng` defaults to `rng` (the reference's single stream)."""
-    mask_rng = rng if mask_rng is None else mask_rng
+    """Sentence-pair instances of one document; `documents` is the pool random B spans come
+    from. With `swap_order` (SOP) a two-part chunk is swapped instead of taking a random B."""
     document = documents[doc_index]
     max_num_tokens = cfg.max_seq_length - 3
     target = max_num_tokens
@@ -221,7 +186,7 @@ def create_instances_from_document(
             tokens_a = [t for s in chunk[:a_end] for t in s]
             tokens_b: list[int] = []
             if len(chunk) == 1 or rng.random() < 0.5:
-                if cfg.objective == "sop" and len(chunk) > 1:
+                if swap_order and len(chunk) > 1:
                     tokens_b = [t for s in chunk[a_end:] for t in s]
                     tokens_a, tokens_b = tokens_b, tokens_a
                 else:
@@ -242,21 +207,17 @@ def create_instances_from_document(
                 label = 0
             truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)
             assert tokens_a and tokens_b
-            instances.append(_finish(tokens_a, tokens_b, label, cfg, vocab, rng, mask_fn, mask_rng))
+            instances.append(_finish(tokens_a, tokens_b, label, cfg, vocab, rng, mask_fn))
             chunk, length = [], 0
         i += 1
     return instances
 
 
 def create_full_sentence_instances(
-    documents: Sequence[Document],
-    cfg: InstanceConfig,
-    vocab: Vocab,
-    mask_fn: Masker,
-    mask_rng,
+    documents: Sequence[Document], cfg: InstanceConfig, vocab: Vocab
 ) -> list[Instance]:
-    """RoBERTa FULL-SENTENCES: [CLS] s1 s2 ... [SEP] packed to max_seq_length - 2 tokens, with
-    [SEP] between documents; a sentence longer than the limit is cut into pieces."""
+    """RoBERTa FULL-SENTENCES, unmasked: [CLS] s1 s2 ... [SEP] packed to max_seq_length - 2
+    tokens, with [SEP] between documents; a sentence longer than the limit is cut into pieces."""
     limit = cfg.max_seq_length - 2
     instances: list[Instance] = []
     current: list[int] = []
@@ -265,12 +226,7 @@ def create_full_sentence_instances(
         body = current[:-1] if current and current[-1] == vocab.sep_id else current
         if body:
             ids = [vocab.cls_id, *body, vocab.sep_id]
-            seg = [0] * len(ids)
-            if cfg.dynamic_masking:
-                instances.append(Instance(ids, seg, 0))
-            else:
-                out, positions, labels, kinds = mask_fn(ids, cfg, vocab, mask_rng)
-                instances.append(Instance(out, seg, 0, positions, labels, kinds))
+            instances.append(Instance(ids, [0] * len(ids), 0))
         current.clear()
 
     for doc in documents:
@@ -284,3 +240,44 @@ def create_full_sentence_instances(
                 current.extend(piece)
     emit()
     return instances
+
+
+def build_instances(
+    pairing: str,
+    documents: Sequence[Document],
+    cfg: InstanceConfig,
+    vocab: Vocab,
+    rng: random.Random,
+    mask_fn: Masker | None = None,
+) -> list[Instance]:
+    """One pass (one dupe) over `documents` by an objective's pairing; `mask_fn` None leaves the
+    instances unmasked (the fast runner masks whole blocks afterwards)."""
+    if pairing == "packed":
+        if mask_fn is not None:
+            raise ValueError("packed instances are built unmasked")
+        return create_full_sentence_instances(documents, cfg, vocab)
+    swap = pairing == "swapped_pairs"
+    out: list[Instance] = []
+    for d in range(len(documents)):
+        out += create_instances_from_document(documents, d, cfg, vocab, rng, mask_fn, swap)
+    return out
+
+
+def instance_features(inst: Instance, cfg: InstanceConfig) -> dict[str, list]:
+    """One instance's features, zero-padded, in the reference's insertion order (masks only
+    without dynamic masking): the reference-compatible mode's input to the shard encoder."""
+    n, length, preds = len(inst.input_ids), cfg.max_seq_length, cfg.max_predictions_per_seq
+    assert n <= length, (n, length)
+    pad = [0] * (length - n)
+    out = {
+        "input_ids": list(inst.input_ids) + pad,
+        "input_mask": [1] * n + pad,
+        "segment_ids": list(inst.segment_ids) + pad,
+    }
+    if not cfg.dynamic_masking:
+        k = len(inst.masked_lm_positions)
+        out["masked_lm_positions"] = list(inst.masked_lm_positions) + [0] * (preds - k)
+        out["masked_lm_ids"] = list(inst.masked_lm_ids) + [0] * (preds - k)
+        out["masked_lm_weights"] = [1.0] * k + [0.0] * (preds - k)
+    out["next_sentence_labels"] = [inst.next_sentence_label]
+    return out

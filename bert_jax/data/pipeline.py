@@ -1,5 +1,6 @@
-"""create-pretraining-data runners: reference-compatible, fast local (N processes), and the block
-function the Beam pipeline shares (bert_jax/data/beam_pipeline.py).
+"""create-pretraining-data: the reference-compatible runner, the fast local runner (N processes
+over the block function of bert_jax/data/blocks.py) and the public entry point, which hands the
+blocks to Beam (bert_jax/data/beam_pipeline.py) with --runner=beam.
 
 Reference-compatible mode holds the corpus in memory and consumes one `random.Random(seed)` in the
 reference's order: same instances, same order, same round-robin files as google-research/bert.
@@ -19,47 +20,37 @@ from __future__ import annotations
 import collections
 import concurrent.futures as cf
 import dataclasses
-import itertools
 import logging
 import multiprocessing
 import os
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
-import numpy as np
 from etils import epath
 
+from bert_jax import objectives
 from bert_jax.atomic_write import write_text_atomic
-from bert_jax.data import batch, corpus, features, stats
+from bert_jax.corpus import sources as text_sources
+from bert_jax.data import beam_pipeline, stats
+from bert_jax.data.blocks import (
+    Settings,
+    decode_lines,
+    group_documents,
+    load_tokenizer,
+    process_block,
+    shard_of,
+)
 from bert_jax.data.instances import (
     InstanceConfig,
-    Vocab,
-    create_full_sentence_instances,
-    create_instances_from_document,
-    mask_fast,
+    build_instances,
+    instance_features,
     mask_reference,
 )
-from bert_jax.data.tfrecord import TFRecordWriter
 from bert_jax.errors import BertJaxError
+from bert_jax.shards.example import encode
+from bert_jax.shards.tfrecord import TFRecordWriter
 
 log = logging.getLogger(__name__)
-
-
-@dataclasses.dataclass(frozen=True)
-class Settings:
-    """Everything a run (or a worker process) needs; picklable."""
-
-    vocab_file: str
-    cfg: InstanceConfig
-    do_lower_case: bool = True
-    random_seed: int = 12345
-    dupe_factor: int = 10
-    max_line_chars: int = 100_000
-    block_bytes: int = 1 << 18
-
-
-def shard_of(source_index: int, block_index: int, j: int, num_shards: int) -> int:
-    return (source_index * 1_000_003 + block_index * 7919 + j) % num_shards
 
 
 def check_config(cfg: InstanceConfig, dupe_factor: int) -> None:
@@ -75,10 +66,6 @@ def check_config(cfg: InstanceConfig, dupe_factor: int) -> None:
         raise BertJaxError(f"--short_seq_prob={cfg.short_seq_prob}: must be in [0, 1]")
     if dupe_factor < 1:
         raise BertJaxError(f"--dupe_factor={dupe_factor}: must be >= 1")
-    from bert_jax.data.instances import OBJECTIVES
-
-    if cfg.objective not in OBJECTIVES:
-        raise BertJaxError(f"--objective={cfg.objective}: expected one of {', '.join(OBJECTIVES)}")
     wanted = round(cfg.max_seq_length * cfg.masked_lm_prob)
     if not cfg.dynamic_masking and cfg.max_predictions_per_seq < wanted:
         log.warning(
@@ -91,73 +78,7 @@ def check_config(cfg: InstanceConfig, dupe_factor: int) -> None:
         )
 
 
-def load_tokenizer(settings: Settings):
-    """(FullTokenizer, Vocab); errors name the vocab file."""
-    from bert_jax.tokenization import FullTokenizer
-
-    tokenizer = FullTokenizer(settings.vocab_file, do_lower_case=settings.do_lower_case)
-    return tokenizer, Vocab.from_token_dict(tokenizer.vocab, settings.vocab_file)
-
-
-def group_documents(lines: Iterable[str], token_ids: Iterable[list[int]], st: dict) -> list:
-    """The reference's reading rule: a blank line starts a document, a line whose tokenization is
-    empty is dropped without ending one, empty documents vanish."""
-    docs: list[list[list[int]]] = [[]]
-    for line, ids in zip(lines, token_ids, strict=True):
-        if not line:
-            docs.append([])
-        elif ids:
-            docs[-1].append(ids)
-        else:
-            st["empty_token_lines"] += 1
-    docs = [d for d in docs if d]
-    st["documents"] += len(docs)
-    st["sentences"] += sum(len(d) for d in docs)
-    return docs
-
-
-def _decode(data: bytes, settings: Settings, st: dict) -> list[str]:
-    ds = corpus.DecodeStats()
-    lines = list(corpus.decode_lines(data, settings.max_line_chars, ds))
-    st["lines"] += ds.lines
-    st["invalid_utf8_lines"] += ds.invalid_utf8_lines
-    st["long_lines_split"] += ds.long_lines_split
-    st["text_bytes"] += ds.text_bytes
-    return lines
-
-
-# ---------------------------------------------------------------- fast mode: one block
-
-
-def process_block(settings: Settings, tokenizer, vocab: Vocab, s: int, b: int, data: bytes):
-    """Block bytes -> ([(j, serialized Example)], stats); a function of (settings, s, b, data)."""
-    cfg = settings.cfg
-    st = stats.new_stats(cfg.max_seq_length)
-    lines = _decode(data, settings, st)
-    nonempty = [line for line in lines if line]
-    # Sub-batches keep the tokenizer's per-token Encoding objects from piling up.
-    encoded = itertools.chain.from_iterable(
-        tokenizer.encode_batch(nonempty[k : k + 2048]) for k in range(0, len(nonempty), 2048)
-    )
-    docs = group_documents(lines, (next(encoded) if line else [] for line in lines), st)
-    instances = []
-    build_cfg = dataclasses.replace(cfg, dynamic_masking=True)  # masks come after, vectorised
-    for dupe in range(settings.dupe_factor if docs else 0):
-        key = (settings.random_seed, s, b, dupe)
-        if cfg.objective == "full_sentences":
-            instances += create_full_sentence_instances(docs, build_cfg, vocab, mask_fast, None)
-            continue
-        rng = random.Random("/".join(map(str, key)))
-        for d in range(len(docs)):
-            instances += create_instances_from_document(docs, d, build_cfg, vocab, rng)
-    if not instances:
-        return [], st
-    random.Random(f"{settings.random_seed}/{s}/{b}/shuffle").shuffle(instances)
-    arrays = batch.pack(instances, cfg)
-    if not cfg.dynamic_masking:
-        batch.mask(arrays, cfg, vocab, np.random.default_rng([settings.random_seed, s, b]))
-    batch.add_stats(st, arrays, cfg)
-    return list(enumerate(batch.serialize(arrays, cfg))), st
+# ---------------------------------------------------------------- fast mode
 
 
 _WORKER: dict = {}
@@ -207,7 +128,7 @@ class ShardSet:
 def run_fast(settings: Settings, sources, output_files: list[str], num_workers: int = 1) -> dict:
     cfg = settings.cfg
     total = stats.new_stats(cfg.max_seq_length)
-    blocks = corpus.iter_blocks(sources, settings.block_bytes)
+    blocks = text_sources.iter_blocks(sources, settings.block_bytes)
     shards = ShardSet(output_files)
     n = len(output_files)
 
@@ -259,7 +180,7 @@ def read_documents_reference(settings: Settings, sources, tokenizer, st: dict) -
         if data.endswith(b"\n"):
             data = data[:-1]  # readline() yields no empty line after the final newline
         if data:
-            lines += _decode(data, settings, st)
+            lines += decode_lines(data, settings, st)
     return group_documents(lines, (tokenizer.encode(line) if line else [] for line in lines), st)
 
 
@@ -270,16 +191,16 @@ def run_reference_compat(settings: Settings, sources, output_files: list[str]) -
     docs = read_documents_reference(settings, sources, tokenizer, total)
     rng = random.Random(settings.random_seed)
     rng.shuffle(docs)
+    mask_fn = None if cfg.dynamic_masking else mask_reference
     instances = []
     for _ in range(settings.dupe_factor):
-        for d in range(len(docs)):
-            instances += create_instances_from_document(docs, d, cfg, vocab, rng, mask_reference)
+        instances += build_instances("sentence_pairs", docs, cfg, vocab, rng, mask_fn)
     rng.shuffle(instances)
     shards = ShardSet(output_files)
     try:
         for i, inst in enumerate(instances):
             stats.add_instance(total, inst, cfg)
-            shards.write(i % len(output_files), features.serialize_instance(inst, cfg))
+            shards.write(i % len(output_files), encode(instance_features(inst, cfg)))
     except BaseException:
         shards.abort()
         raise
@@ -288,6 +209,12 @@ def run_reference_compat(settings: Settings, sources, output_files: list[str]) -
 
 
 # ---------------------------------------------------------------- public API
+
+
+def _embedded_fingerprints(sources: list[text_sources.Source]) -> dict[str, object]:
+    """stats.json's record of the embedded corpus text: it varies with package versions."""
+    embedded = [text_sources.embedded_fingerprint(src) for src in sources if src.kind == "embedded"]
+    return {"embedded_corpus": embedded[0] if len(embedded) == 1 else embedded} if embedded else {}
 
 
 def shard_paths(output_dir: str, num_shards: int, prefix: str = "shard") -> list[str]:
@@ -325,14 +252,18 @@ def create_pretraining_data(
     Shards are `<output_dir>/shard-0000i-of-0000N.tfrecord` unless `output_files` is given
     (instances round-robin / keyed across them, as --output_file). stats.json goes next to them.
     """
+    try:
+        spec = objectives.get(objective)
+    except BertJaxError as e:
+        raise BertJaxError(f"--objective: {e}") from None
     cfg = InstanceConfig(
         max_seq_length=max_seq_length,
         max_predictions_per_seq=max_predictions_per_seq,
         masked_lm_prob=masked_lm_prob,
         short_seq_prob=short_seq_prob,
         do_whole_word_mask=do_whole_word_mask,
-        objective=objective,
-        dynamic_masking=dynamic_masking,
+        objective=spec.name,
+        dynamic_masking=dynamic_masking or spec.masking is None,
     )
     check_config(cfg, dupe_factor)
     if output_files is None:
@@ -342,7 +273,7 @@ def create_pretraining_data(
             raise BertJaxError(f"--num_shards={num_shards}: must be >= 1")
         output_files = shard_paths(output_dir, num_shards)
     stats_dir = epath.Path(output_dir) if output_dir else epath.Path(output_files[0]).parent
-    if reference_compat and (objective != "nsp" or runner != "local"):
+    if reference_compat and (spec.pairing != "sentence_pairs" or runner != "local"):
         raise BertJaxError("--reference_compat supports only --objective=nsp and the local runner")
     settings = Settings(
         vocab_file=str(vocab_file),
@@ -353,7 +284,7 @@ def create_pretraining_data(
         max_line_chars=max_line_chars,
         block_bytes=block_bytes,
     )
-    sources = corpus.resolve_inputs(input_files)
+    sources = text_sources.resolve_inputs(input_files)
     try:
         for d in {stats_dir, *(epath.Path(f).parent for f in output_files)}:
             d.mkdir(parents=True, exist_ok=True)
@@ -365,8 +296,6 @@ def create_pretraining_data(
         total = run_reference_compat(settings, sources, output_files)
         mode = "reference_compat"
     elif runner == "beam":
-        from bert_jax.data import beam_pipeline
-
         total = beam_pipeline.run(settings, sources, output_files, beam_options or [])
         mode = "beam"
     elif runner == "local":
@@ -381,8 +310,8 @@ def create_pretraining_data(
         cfg,
         {
             "mode": mode,
-            "objective": objective,
-            "features": list(features.feature_spec(1, 1, dynamic_masking)),
+            "objective": spec.name,
+            "features": [f.name for f in spec.shard_schema(1, 1, not cfg.dynamic_masking)],
             "settings": {
                 **dataclasses.asdict(cfg),
                 "do_lower_case": do_lower_case,
@@ -391,6 +320,7 @@ def create_pretraining_data(
                 "vocab_file": str(vocab_file),
             },
             "output_files": [os.fspath(p) for p in output_files],
+            **_embedded_fingerprints(sources),
         },
     )
     write_text_atomic(stats_dir / "stats.json", stats.dumps(summary))

@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 
+from bert_jax import objectives
 from bert_jax.data.instances import Instance, InstanceConfig, num_to_predict
 
 COUNTERS = (
@@ -60,9 +61,7 @@ def summarize(stats: dict, cfg: InstanceConfig, extra: dict | None = None) -> di
     edges = np.linspace(0, max_len, 9).round().astype(int)
     edges[-1] = max_len + 1
     counts = [int(lengths[lo:hi].sum()) for lo, hi in zip(edges[:-1], edges[1:], strict=True)]
-    label_name = {"nsp": "random_next_fraction", "sop": "swapped_order_fraction"}.get(
-        cfg.objective, "label_1_fraction"
-    )
+    label_name = objectives.get(cfg.objective).label_statistic
     summary = {
         "instances": n,
         "tokens": stats["tokens"],

@@ -6,6 +6,8 @@ import os
 
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
+from bert_jax.interop import load_pretrained
+from bert_jax.tokenization import FullTokenizer
 
 
 def load_encoder(
@@ -17,9 +19,6 @@ def load_encoder(
 ):
     """(config, bert params, FullTokenizer). `do_lower_case=None` takes the checkpoint's own
     setting when it records one, else True (the reference default)."""
-    from bert_jax.interop import load_pretrained
-    from bert_jax.tokenization import FullTokenizer
-
     pre = load_pretrained(init_checkpoint, bert_config_file, vocab_file)
     if pre.vocab_file is None:
         raise BertJaxError(f"{init_checkpoint}: no vocab.txt inside; pass --vocab_file")

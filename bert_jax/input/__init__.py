@@ -13,7 +13,8 @@ API (what the train loop codes against)::
         sharding=batch_sharding,                # None -> numpy arrays of this process's rows
         dynamic_masking=None,                   # or MaskingSpec.from_vocab_file(vocab, 0.15)
         # tuning (defaults): shuffle_window=1000 records, cycle_length=4 files read round-robin,
-        # prefetch=4 batches in a background thread (0 = none)
+        # prefetch=4 batches in a background thread (0 = none), verify_crc=True (both CRCs of
+        # every record: a corrupt shard raises BertJaxError naming the file and byte offset)
     )
     batch = next(train)      # dict[str, jax.Array], global shapes, sharded over the batch axis
     state = train.get_state()        # JSON-serialisable dict of this process; after any batch
@@ -41,8 +42,10 @@ Save it per process, e.g. with Orbax + Grain's handler, which writes
 or json.dumps(train.get_state()) into any per-process file. Restoring needs the same files,
 batch size, seed, process count and masking settings; set_state checks and says what differs.
 
-Speed (experiments/bench/bench_input.py, 128 tokens): ~50-70k sequences/s per CPU core static,
-~40-50k with dynamic masking; records are parsed a batch at once (see records.py).
+Speed (experiments/bench/bench_input.py, 128 tokens, 2-core machine shared with other jobs):
+~85-100k sequences/s per CPU core static as numpy (~70k as jax.Array), ~60-67k with dynamic masking,
+CRC checks included (they cost less than the run-to-run noise); records are parsed a batch at once
+(bert_jax.shards.example.decode_batch).
 
 Sharding of work: files (sorted after glob expansion) are split per JAX process
 (`files[process_index::process_count]`; override with process_index=/process_count= to simulate
@@ -61,7 +64,7 @@ prefetching and restarts.
 """
 
 from bert_jax.input.eval_input import EvalInput
-from bert_jax.input.masking import MaskingSpec, mask_batch
 from bert_jax.input.pipeline import PretrainInput
+from bert_jax.objectives.masking import MaskingSpec, mask_batch
 
 __all__ = ["EvalInput", "MaskingSpec", "PretrainInput", "mask_batch"]

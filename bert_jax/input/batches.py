@@ -12,19 +12,10 @@ import numpy as np
 from etils import epath
 
 from bert_jax.errors import BertJaxError
-from bert_jax.input import records
-from bert_jax.input.masking import MaskingSpec, mask_batch
-
-BATCH_KEYS = (
-    "input_ids",
-    "input_mask",
-    "segment_ids",
-    "masked_lm_positions",
-    "masked_lm_ids",
-    "masked_lm_weights",
-    "next_sentence_labels",
-    "example_mask",
-)
+from bert_jax.objectives.base import Objective
+from bert_jax.objectives.masking import MaskingSpec, mask_batch
+from bert_jax.shards.example import check_first_record
+from bert_jax.shards.schema import Schema
 
 
 def expand_files(files: str | Sequence[str]) -> list[str]:
@@ -113,10 +104,10 @@ def per_process_batch_size(
     return global_batch_size // process_count
 
 
-def check_files(files: list[str], spec: dict[str, tuple[int, str]], dynamic_masking: bool) -> None:
+def check_files(files: list[str], schema: Schema, dynamic_masking: bool) -> None:
     for path in files:
-        features = records.check_first_record(path, spec)
-        weights = features.get(records.MLM_FLOAT_FEATURE)
+        features = check_first_record(path, schema)
+        weights = features.get("masked_lm_weights")
         if (
             dynamic_masking
             and weights is not None
@@ -132,13 +123,15 @@ def check_files(files: list[str], spec: dict[str, tuple[int, str]], dynamic_mask
 
 def finish_batch(
     parsed: dict[str, np.ndarray],
+    objective: Objective,
     example_index_B: np.ndarray,
     masking: MaskingSpec | None,
     max_predictions_per_seq: int,
     seed: int,
     example_mask_B: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
-    """Parsed int64/float32 features -> the batch dict: masking, int32 ids, [B] labels."""
+    """Parsed int64/float32 features -> the objective's batch arrays (masked when `masking`
+    is given, int32 ids, [B] labels, example_mask)."""
     batch = dict(parsed)
     if masking is not None:
         batch.update(
@@ -151,16 +144,14 @@ def finish_batch(
                 seed,
             )
         )
+    n = batch["input_ids"].shape[0]
+    batch["example_mask"] = np.ones((n,)) if example_mask_B is None else example_mask_B
+    length, predictions = batch["input_ids"].shape[1], max_predictions_per_seq
     out = {
-        key: batch[key].astype(np.float32 if key == "masked_lm_weights" else np.int32)
-        for key in BATCH_KEYS[:-1]
+        key: batch[key].astype(dtype).reshape(shape)
+        for key, (shape, dtype) in objective.batch_shapes(n, length, predictions).items()
     }
-    out["next_sentence_labels"] = out["next_sentence_labels"].reshape(-1)
-    n = out["input_ids"].shape[0]
-    out["example_mask"] = (
-        np.ones((n,), np.float32) if example_mask_B is None else example_mask_B.astype(np.float32)
-    )
-    if example_mask_B is not None:  # padding rows carry no MLM weight
+    if example_mask_B is not None and "masked_lm_weights" in out:  # padding: no MLM weight
         out["masked_lm_weights"] *= out["example_mask"][:, None]
     return out
 

@@ -17,8 +17,11 @@ from typing import Any
 import jax
 import numpy as np
 
-from bert_jax.input import batches, records
-from bert_jax.input.masking import MaskingSpec
+from bert_jax import objectives
+from bert_jax.input import batches
+from bert_jax.objectives.masking import MaskingSpec
+from bert_jax.shards.example import decode_batch
+from bert_jax.shards.tfrecord import count_records, read_records
 
 
 class EvalInput:
@@ -33,6 +36,7 @@ class EvalInput:
         *,
         sharding: jax.sharding.NamedSharding | None = None,
         dynamic_masking: MaskingSpec | None = None,
+        objective: str = "mlm_nsp",
         seed: int = 0,
         process_index: int | None = None,
         process_count: int | None = None,
@@ -49,12 +53,13 @@ class EvalInput:
         self.sharding = sharding
         self.dynamic_masking = dynamic_masking
         self.seed = seed
-        self._spec = records.expected_features(
-            max_seq_length, max_predictions_per_seq, with_mlm=dynamic_masking is None
+        self.objective = objectives.get(objective)
+        self._schema = self.objective.shard_schema(
+            max_seq_length, max_predictions_per_seq, static_masks=dynamic_masking is None
         )
-        batches.check_files(self.files, self._spec, dynamic_masking is not None)
+        batches.check_files(self.files, self._schema, dynamic_masking is not None)
         # Every process counts every file (headers only) to agree on the number of batches.
-        counts = [records.count_records(f) for f in all_files]
+        counts = [count_records(f) for f in all_files]
         per_process = [sum(counts[i :: self.process_count]) for i in range(self.process_count)]
         self.num_examples = per_process[self.process_index]
         self.num_batches = math.ceil(max(per_process) / self.batch_size)
@@ -63,23 +68,24 @@ class EvalInput:
         return self.num_batches
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        stream = itertools.chain.from_iterable(records.read_records(f) for f in self.files)
+        stream = itertools.chain.from_iterable(read_records(f) for f in self.files)
         for step in range(self.num_batches):
             chunk = list(itertools.islice(stream, self.batch_size))
             yield batches.to_global(self._batch(step, chunk), self.sharding, self.global_batch_size)
 
     def _batch(self, step: int, chunk: list[bytes]) -> dict[str, np.ndarray]:
         n, size = len(chunk), self.batch_size
-        parsed = records.parse_batch(chunk, self._spec) if n else None
+        parsed = decode_batch(chunk, self._schema) if n else None
         padded = {}
-        for name, (length, kind) in self._spec.items():
-            value = np.zeros((size, length), np.float32 if kind == "float_list" else np.int64)
+        for f in self._schema:
+            value = np.zeros((size, f.length), np.float32 if f.dtype == "float32" else np.int64)
             if parsed is not None:
-                value[:n] = parsed[name]
-            padded[name] = value
+                value[:n] = parsed[f.name]
+            padded[f.name] = value
         first = step * self.global_batch_size + self.process_index * size
         return batches.finish_batch(
             padded,
+            self.objective,
             np.arange(first, first + size, dtype=np.int64),
             self.dynamic_masking,
             self.max_predictions_per_seq,

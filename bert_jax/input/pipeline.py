@@ -1,10 +1,10 @@
 """`PretrainInput`: the resumable training reader (API in bert_jax/input/__init__.py).
 
 Grain graph per process: its files (Grain MapDataset, reshuffled every epoch, repeated) ->
-`cycle_length` files read round-robin, window shuffle, batches of raw records (stream.py) -> parse a
-batch at once (records.py) -> step-indexed dynamic masking and dtype casts (map_with_index) ->
-thread prefetch. Every stage has exact state, so `get_state()` after any batch restores to exactly
-the next batch, prefetched batches included.
+`cycle_length` files read round-robin with CRC checks, window shuffle, batches of raw records
+(stream.py) -> parse a batch at once (bert_jax.shards.example) -> step-indexed dynamic masking and
+dtype casts (map_with_index) -> thread prefetch. Every stage has exact state, so `get_state()`
+after any batch restores to exactly the next batch, prefetched batches included.
 """
 
 from __future__ import annotations
@@ -17,9 +17,11 @@ import grain
 import jax
 import numpy as np
 
+from bert_jax import objectives
 from bert_jax.errors import BertJaxError
-from bert_jax.input import batches, records, stream
-from bert_jax.input.masking import MaskingSpec
+from bert_jax.input import batches, stream
+from bert_jax.objectives.masking import MaskingSpec
+from bert_jax.shards.example import decode_batch
 
 _STATE_VERSION = 1
 
@@ -45,11 +47,13 @@ class PretrainInput(grain.DatasetIterator):
         num_epochs: int | None = None,
         sharding: jax.sharding.NamedSharding | None = None,
         dynamic_masking: MaskingSpec | None = None,
+        objective: str = "mlm_nsp",
         shuffle_window: int = 1000,
         cycle_length: int = 4,
         prefetch: int = 4,
         process_index: int | None = None,
         process_count: int | None = None,
+        verify_crc: bool = True,
     ):
         if not 0 <= seed < 2**32:
             raise BertJaxError(f"seed must be in [0, 2**32), got {seed}")
@@ -66,10 +70,11 @@ class PretrainInput(grain.DatasetIterator):
         self.seed = seed
         self.sharding = sharding
         self.dynamic_masking = dynamic_masking
-        self._spec = records.expected_features(
-            max_seq_length, max_predictions_per_seq, with_mlm=dynamic_masking is None
+        self.objective = objectives.get(objective)
+        self._schema = self.objective.shard_schema(
+            max_seq_length, max_predictions_per_seq, static_masks=dynamic_masking is None
         )
-        batches.check_files(self.files, self._spec, dynamic_masking is not None)
+        batches.check_files(self.files, self._schema, dynamic_masking is not None)
         self._fingerprint = {
             "files": batches.files_fingerprint(self.files),
             "global_batch_size": global_batch_size,
@@ -78,8 +83,10 @@ class PretrainInput(grain.DatasetIterator):
             "shuffle": [shuffle, shuffle_window, cycle_length],
             "num_epochs": num_epochs,
             "shapes": [max_seq_length, max_predictions_per_seq],
-            "dynamic_masking": None if dynamic_masking is None else repr(dynamic_masking),
+            "dynamic_masking": None if dynamic_masking is None else dynamic_masking.fingerprint(),
+            "objective": self.objective.name,
         }
+        self._verify_crc = verify_crc
         self._dataset = self._build(shuffle, num_epochs, shuffle_window, cycle_length, prefetch)
         self._iterator = iter(self._dataset)
         super().__init__(self._iterator)  # start_prefetch / close reach the Grain iterator
@@ -103,8 +110,9 @@ class PretrainInput(grain.DatasetIterator):
             window_size=shuffle_window,
             shuffle=shuffle,
             seed=self.seed,
+            verify_crc=self._verify_crc,
         )
-        ds = ds.map(functools.partial(records.parse_batch, spec=self._spec))
+        ds = ds.map(functools.partial(decode_batch, schema=self._schema))
         ds = ds.map_with_index(self._finish)
         if prefetch > 0:
             ds = grain.experimental.ThreadPrefetchIterDataset(ds, prefetch_buffer_size=prefetch)
@@ -114,6 +122,7 @@ class PretrainInput(grain.DatasetIterator):
         first = step * self.global_batch_size + self.process_index * self.batch_size
         return batches.finish_batch(
             parsed,
+            self.objective,
             np.arange(first, first + self.batch_size, dtype=np.int64),
             self.dynamic_masking,
             self.max_predictions_per_seq,

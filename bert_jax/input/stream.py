@@ -10,6 +10,9 @@ ends is replaced by the next file of `files` (which may be an endless, per-epoch
 MapDataset). Records fill a window of `window_size` that is permuted with a generator seeded by
 (seed, window index). Batches of `batch_size` are cut from the window stream; the last partial
 batch is dropped.
+
+Files are read by `bert_jax.shards.tfrecord.RecordReader`, which checks both CRCs of every record
+(unless `verify_crc=False`) and whose byte offset is each open file's saved state.
 """
 
 from __future__ import annotations
@@ -21,23 +24,24 @@ from typing import Any
 import grain
 import numpy as np
 
-from bert_jax.input.records import _TFRecordIterator
+from bert_jax.shards.tfrecord import RecordReader
 
 
 class _ReadersState:
     """Which files are open (index into `files`, byte offset) and whose turn it is."""
 
-    def __init__(self, files: Sequence[str], cycle_length: int):
+    def __init__(self, files: Sequence[str], cycle_length: int, verify_crc: bool):
         self.files = files
         self.cycle_length = cycle_length
+        self.verify_crc = verify_crc
         self.next_file = 0
         self.slots: list[list[int] | None] = [None] * cycle_length
         self.turn = 0
-        self._open: list[_TFRecordIterator | None] = [None] * cycle_length
+        self._open: list[RecordReader | None] = [None] * cycle_length
 
     def state(self) -> dict[str, Any]:
         slots = [
-            None if s is None else [s[0], self._open[i].get_state()["offset"]]
+            None if s is None else [s[0], self._open[i].offset]
             for i, s in enumerate(self.slots)
         ]
         return {"next_file": self.next_file, "slots": slots, "turn": self.turn}
@@ -49,17 +53,22 @@ class _ReadersState:
         self.slots = [None if s is None else list(s) for s in state["slots"]]
         for i, slot in enumerate(self.slots):
             if slot is not None:
-                self._open[i] = _TFRecordIterator(self.files[slot[0]])
-                self._open[i].set_state({"offset": slot[1]})
+                self._open[i] = self._reader(slot[0], offset=slot[1])
 
     def _refill(self, i: int) -> bool:
         if self.next_file >= len(self.files):
             self.slots[i] = None
             return False
         self.slots[i] = [self.next_file, 0]
-        self._open[i] = _TFRecordIterator(self.files[self.next_file])
+        self._open[i] = self._reader(self.next_file)
         self.next_file += 1
         return True
+
+    def _reader(self, file_index: int, offset: int = 0) -> RecordReader:
+        # Records of one file interleave with other files' records: small chunks keep
+        # cycle_length open files from holding much memory.
+        path = self.files[file_index]
+        return RecordReader(path, offset, verify=self.verify_crc, chunk_bytes=1 << 18)
 
     def started(self) -> None:
         """Open the first cycle_length files (on a fresh reader only)."""
@@ -96,7 +105,7 @@ class _RecordBatchIterator(grain.DatasetIterator):
     def __init__(self, ds: RecordBatchDataset):
         super().__init__()
         self._ds = ds
-        self._readers = _ReadersState(ds.files, ds.cycle_length)
+        self._readers = _ReadersState(ds.files, ds.cycle_length, ds.verify_crc)
         self._readers.started()
         self._window_start = self._readers.state()
         self._window_index = 0
@@ -177,9 +186,11 @@ class RecordBatchDataset(grain.IterDataset):
         window_size: int,
         shuffle: bool,
         seed: int,
+        verify_crc: bool = True,
     ):
         super().__init__()
         self.files = files
+        self.verify_crc = verify_crc
         self.batch_size = batch_size
         self.cycle_length = max(1, cycle_length)
         self.window_size = max(1, window_size) if shuffle else max(1, batch_size)

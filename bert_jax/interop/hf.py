@@ -15,6 +15,7 @@ from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
 from bert_jax.interop.assemble import assemble
 from bert_jax.interop.names import Weight, get_path, present_groups, weights
+from bert_jax.model import unstack_layers
 
 # Old PyTorch-ported checkpoints used TF's LayerNorm names; both spellings are accepted.
 _LEGACY = {".LayerNorm.weight": ".LayerNorm.gamma", ".LayerNorm.bias": ".LayerNorm.beta"}
@@ -126,8 +127,6 @@ def export_hf(
     when both heads are present, BertForPreTraining (BertForMaskedLM with only the MLM head)."""
     from flax.core import meta
     from safetensors.numpy import save_file
-
-    from bert_jax.model import unstack_layers
 
     params = unstack_layers(meta.unbox(params))
     params = params.get("params", params)

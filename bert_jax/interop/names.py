@@ -1,6 +1,6 @@
 """One table mapping every BERT weight between our Flax tree and the two checkpoint layouts.
 
-The reference's TF variable names (bert_reference.md §4.4) and TF layouts (dense kernels `[in,
+The reference's TF variable names and TF layouts (dense kernels `[in,
 out]`) are the canonical form: our tree differs only by reshapes (per-head attention kernels) and
 the NSP transpose; Hugging Face names differ by punctuation, and its Linear weights are `[out, in]`.
 """

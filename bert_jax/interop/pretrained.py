@@ -12,10 +12,12 @@ import jax
 import numpy as np
 from flax.core import meta
 
+from bert_jax.checkpoint import restore_params
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
 from bert_jax.interop import hf, tf_ckpt
 from bert_jax.interop.names import present_groups
+from bert_jax.model import stack_layers, unstack_layers
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,9 +89,6 @@ def load_pretrained(
 
 
 def _load_workdir(path: pathlib.Path, vocab: pathlib.Path | None) -> Pretrained:
-    from bert_jax.model import unstack_layers
-    from bert_jax.train.checkpoint import restore_params  # lazily: pulls in Orbax
-
     config, params = restore_params(path)
     params = unstack_layers(meta.unbox(params))
     params = params.get("params", params)
@@ -123,8 +122,6 @@ def graft_encoder(task_params: Any, pretrained_params: dict) -> Any:
         raise BertJaxError("graft_encoder: the task model has no `bert` submodule")
     task_unboxed = meta.unbox(inner)
     scanned = "layers" in task_unboxed["bert"].get("encoder", {})
-    from bert_jax.model import stack_layers, unstack_layers
-
     source = stack_layers(source) if scanned else unstack_layers(source)
     grafted = dict(inner)
     for name in ("bert", "predictions", "seq_relationship"):

@@ -1,7 +1,11 @@
 """Fine-tuning tasks: GLUE, SQuAD v1.1/v2.0, CoNLL-2003 NER, SWAG, and their official metrics.
 
-Each task module reads its standard file format into examples, featurises them into fixed-length
-numpy arrays (the reference layout `[CLS] A [SEP] B [SEP]`), and scores predictions with the
-benchmark's own metric. `bert_jax.tasks.heads` wires the model heads and losses; the training
-itself is the shared loop in `bert_jax.train` (see `bert_jax.tasks.runner`).
+    bert_jax.tasks.runner.finetune(cfg, workdir)     # what `bert-jax finetune` runs
+
+Modules: glue, squad (+ squad_predict, squad_eval), ner, swag read their standard file formats,
+featurise into fixed-length numpy arrays and score with the benchmark's own metric; text_pairs
+is their shared `[CLS] A [SEP] B [SEP]` featurisation; jobs adapts each family to the runner;
+train_tasks holds the training Tasks (classification, tagging, span) and feature_ner the paper's
+feature-based NER; arrays turns in-memory arrays into training/eval batches; runner trains with
+the shared loop of `bert_jax.train` and evaluates with `trainer.predict_step`.
 """

@@ -20,8 +20,8 @@ import numpy as np
 
 from bert_jax.config import BertConfig
 from bert_jax.model import BertModel
-from bert_jax.tasks.batches import eval_batches
-from bert_jax.tasks.heads import _ce
+from bert_jax.tasks.arrays import eval_batches
+from bert_jax.tasks.train_tasks import cross_entropy
 from bert_jax.train.task import Batch, Metrics
 
 
@@ -101,7 +101,7 @@ class FeatureTaggingTask:
         )
         w_BxL = batch["label_weights"]
         denom = jnp.sum(w_BxL) + 1e-5
-        loss = jnp.sum(_ce(logits_BxLxC, batch["labels"]) * w_BxL) / denom
+        loss = jnp.sum(cross_entropy(logits_BxLxC, batch["labels"]) * w_BxL) / denom
         return loss, {"loss": loss}
 
     def flops_per_step(self, global_batch_size: int) -> float:

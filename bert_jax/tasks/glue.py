@@ -20,7 +20,7 @@ from sklearn import metrics as skm
 
 from bert_jax.atomic_write import write_text_atomic
 from bert_jax.errors import BertJaxError
-from bert_jax.tasks.features import Tokenizer, encode_text_pair
+from bert_jax.tasks.text_pairs import Tokenizer, encode_text_pair
 
 csv.field_size_limit(sys.maxsize)  # QQP/MNLI have long fields
 
@@ -43,7 +43,9 @@ class Columns:
 
 
 @dataclasses.dataclass(frozen=True)
-class GlueTask:
+class GlueSpec:
+    """What differs between GLUE tasks: labels, file columns, splits, submission and tfds names."""
+
     name: str
     labels: tuple[str, ...]  # () for regression
     train_dev: Columns
@@ -66,33 +68,33 @@ class GlueTask:
 
 _BIN = ("0", "1")
 _NLI2 = ("entailment", "not_entailment")
-TASKS: dict[str, GlueTask] = {
+TASKS: dict[str, GlueSpec] = {
     t.name: t
     for t in [
-        GlueTask(
+        GlueSpec(
             "cola", _BIN, Columns(3, None, 1, None, False), Columns(1, None, None, 0, True),
             submission=("CoLA.tsv",), tfds_name="glue/cola",
         ),
-        GlueTask(
+        GlueSpec(
             "sst2", _BIN, Columns(0, None, 1, None, True), Columns(1, None, None, 0, True),
             submission=("SST-2.tsv",), tfds_name="glue/sst2",
         ),
-        GlueTask(
+        GlueSpec(
             "mrpc", _BIN, Columns(3, 4, 0, None, True), Columns(3, 4, None, 0, True),
             submission=("MRPC.tsv",), tfds_name="glue/mrpc",
             tfds_text=("sentence1", "sentence2"),
         ),
-        GlueTask(
+        GlueSpec(
             "stsb", (), Columns(7, 8, -1, None, True), Columns(7, 8, None, 0, True),
             submission=("STS-B.tsv",), tfds_name="glue/stsb",
             tfds_text=("sentence1", "sentence2"),
         ),
-        GlueTask(
+        GlueSpec(
             "qqp", _BIN, Columns(3, 4, 5, 0, True), Columns(1, 2, None, 0, True),
             submission=("QQP.tsv",), tfds_name="glue/qqp",
             tfds_text=("question1", "question2"),
         ),
-        GlueTask(
+        GlueSpec(
             "mnli", ("contradiction", "entailment", "neutral"),
             Columns(8, 9, -1, None, True), Columns(8, 9, None, 0, True),
             dev_splits=("dev_matched", "dev_mismatched"),
@@ -101,15 +103,15 @@ TASKS: dict[str, GlueTask] = {
             tfds_text=("premise", "hypothesis"),
             tfds_dev=("validation_matched", "validation_mismatched"),
         ),
-        GlueTask(
+        GlueSpec(
             "qnli", _NLI2, Columns(1, 2, -1, None, True), Columns(1, 2, None, 0, True),
             submission=("QNLI.tsv",), tfds_name="glue/qnli", tfds_text=("question", "sentence"),
         ),
-        GlueTask(
+        GlueSpec(
             "rte", _NLI2, Columns(1, 2, -1, None, True), Columns(1, 2, None, 0, True),
             submission=("RTE.tsv",), tfds_name="glue/rte", tfds_text=("sentence1", "sentence2"),
         ),
-        GlueTask(
+        GlueSpec(
             "wnli", _BIN, Columns(1, 2, -1, None, True), Columns(1, 2, None, 0, True),
             submission=("WNLI.tsv",), tfds_name="glue/wnli",
             tfds_text=("sentence1", "sentence2"),
@@ -119,7 +121,7 @@ TASKS: dict[str, GlueTask] = {
 ALIASES = {"sst-2": "sst2", "sts-b": "stsb", "mnli-m": "mnli"}
 
 
-def get_task(name: str) -> GlueTask:
+def get_spec(name: str) -> GlueSpec:
     key = ALIASES.get(name.lower(), name.lower())
     if key not in TASKS:
         raise BertJaxError(f"GLUE task {name!r} unknown; use one of {sorted(TASKS)}")
@@ -134,11 +136,11 @@ def read_tsv(path: str) -> list[list[str]]:
         return list(csv.reader(f, delimiter="\t", quotechar=None))
 
 
-def read_split(task: GlueTask, data_dir: str, split: str) -> list[Example]:
+def read_split(spec: GlueSpec, data_dir: str, split: str) -> list[Example]:
     """Examples of `<data_dir>/<split>.tsv`; split is train, dev*, or test*."""
     path = os.path.join(data_dir, f"{split}.tsv")
     is_test = split.startswith("test")
-    cols = task.test if is_test else task.train_dev
+    cols = spec.test if is_test else spec.train_dev
     needed = max(c for c in (cols.a, cols.b, cols.index, cols.label) if c is not None and c >= 0)
     examples = []
     for lineno, row in enumerate(read_tsv(path), start=1):
@@ -147,23 +149,23 @@ def read_split(task: GlueTask, data_dir: str, split: str) -> list[Example]:
         if len(row) <= needed or (cols.label == -1 and len(row) < 2):
             raise BertJaxError(
                 f"{path}: line {lineno}: expected at least {needed + 1} tab-separated columns "
-                f"for {task.name} {split}, got {len(row)}"
+                f"for {spec.name} {split}, got {len(row)}"
             )
         guid_id = row[cols.index] if cols.index is not None else str(lineno - 1 - cols.header)
         label: str | float | None = None
         if not is_test:
             raw = row[cols.label].strip()
-            if task.is_regression:
+            if spec.is_regression:
                 try:
                     label = float(raw)
                 except ValueError:
                     raise BertJaxError(
-                        f"{path}: line {lineno}: label {raw!r} is not a number ({task.name})"
+                        f"{path}: line {lineno}: label {raw!r} is not a number ({spec.name})"
                     ) from None
-            elif raw not in task.labels:
+            elif raw not in spec.labels:
                 raise BertJaxError(
-                    f"{path}: line {lineno}: label {raw!r} not in {task.name}'s label set "
-                    f"{list(task.labels)}"
+                    f"{path}: line {lineno}: label {raw!r} not in {spec.name}'s label set "
+                    f"{list(spec.labels)}"
                 )
             else:
                 label = raw
@@ -172,25 +174,25 @@ def read_split(task: GlueTask, data_dir: str, split: str) -> list[Example]:
     return examples
 
 
-def read_tfds_split(task: GlueTask, split: str, data_dir: str | None = None) -> list[Example]:
+def read_tfds_split(spec: GlueSpec, split: str, data_dir: str | None = None) -> list[Example]:
     """Examples from tfds `glue/<task>` (prepared data); tfds label ids map to our label names."""
     import tensorflow_datasets as tfds
 
-    ds, info = tfds.load(task.tfds_name, split=split, data_dir=data_dir, with_info=True)
-    names = None if task.is_regression else info.features["label"].names
-    ka, kb = task.tfds_text
+    ds, info = tfds.load(spec.tfds_name, split=split, data_dir=data_dir, with_info=True)
+    names = None if spec.is_regression else info.features["label"].names
+    ka, kb = spec.tfds_text
     out = []
     for ex in tfds.as_numpy(ds):
         raw = ex["label"]
         label: str | float | None
-        if task.is_regression:
+        if spec.is_regression:
             label = float(raw) if not split.startswith("test") else None
         elif int(raw) < 0:
             label = None
         else:
             name = names[int(raw)]
             # tfds names binary classes (e.g. "acceptable"); GLUE files use "0"/"1" by position.
-            label = name if name in task.labels else task.labels[int(raw)]
+            label = name if name in spec.labels else spec.labels[int(raw)]
         a = ex[ka].decode("utf-8")
         b = ex[kb].decode("utf-8") if kb else None
         out.append(Example(f"{split}-{int(ex['idx'])}", a, b, label))
@@ -199,52 +201,52 @@ def read_tfds_split(task: GlueTask, split: str, data_dir: str | None = None) -> 
 
 # ---- features -----------------------------------------------------------------------------------
 def featurize(
-    task: GlueTask, examples: list[Example], tokenizer: Tokenizer, max_seq_length: int
+    spec: GlueSpec, examples: list[Example], tokenizer: Tokenizer, max_seq_length: int
 ) -> dict[str, np.ndarray]:
     n = len(examples)
     ids = np.zeros((n, max_seq_length), np.int32)
     mask = np.zeros_like(ids)
     seg = np.zeros_like(ids)
-    labels = np.zeros(n, np.float32 if task.is_regression else np.int32)
+    labels = np.zeros(n, np.float32 if spec.is_regression else np.int32)
     for i, ex in enumerate(examples):
         ids[i], mask[i], seg[i] = encode_text_pair(tokenizer, ex.text_a, ex.text_b, max_seq_length)
         if ex.label is not None:
-            labels[i] = ex.label if task.is_regression else task.labels.index(ex.label)
+            labels[i] = ex.label if spec.is_regression else spec.labels.index(ex.label)
     return {"input_ids": ids, "input_mask": mask, "segment_ids": seg, "labels": labels}
 
 
 # ---- metrics ------------------------------------------------------------------------------------
-def compute_metrics(task: GlueTask, preds: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+def compute_metrics(spec: GlueSpec, preds: np.ndarray, labels: np.ndarray) -> dict[str, float]:
     """preds: class ids (classification) or scores (regression); the benchmark's metrics."""
-    if task.is_regression:
+    if spec.is_regression:
         return {
             "pearson": float(stats.pearsonr(preds, labels)[0]),
             "spearmanr": float(stats.spearmanr(preds, labels)[0]),
         }
     out = {"accuracy": float(skm.accuracy_score(labels, preds))}
-    if task.name == "cola":
+    if spec.name == "cola":
         out["mcc"] = float(skm.matthews_corrcoef(labels, preds))
-    if task.name in ("mrpc", "qqp"):
+    if spec.name in ("mrpc", "qqp"):
         out["f1"] = float(skm.f1_score(labels, preds, pos_label=1, zero_division=0.0))
     return out
 
 
-def headline(task: GlueTask, m: dict[str, float]) -> float:
+def headline(spec: GlueSpec, m: dict[str, float]) -> float:
     """The one number GLUE averages for the task (two-metric tasks: their mean)."""
-    if task.is_regression:
+    if spec.is_regression:
         return (m["pearson"] + m["spearmanr"]) / 2
-    if task.name == "cola":
+    if spec.name == "cola":
         return m["mcc"]
-    if task.name in ("mrpc", "qqp"):
+    if spec.name in ("mrpc", "qqp"):
         return (m["f1"] + m["accuracy"]) / 2
     return m["accuracy"]
 
 
-def write_submission(task: GlueTask, examples: list[Example], preds: np.ndarray, path: str) -> None:
+def write_submission(spec: GlueSpec, examples: list[Example], preds: np.ndarray, path: str) -> None:
     """GLUE server format: header `index<TAB>prediction`, label names (or scores for STS-B)."""
     lines = ["index\tprediction"]
     for ex, p in zip(examples, preds, strict=True):
         idx = ex.guid.split("-", 1)[1]
-        value = f"{float(p):.3f}" if task.is_regression else task.labels[int(p)]
+        value = f"{float(p):.3f}" if spec.is_regression else spec.labels[int(p)]
         lines.append(f"{idx}\t{value}")
     write_text_atomic(path, "".join(line + "\n" for line in lines))

@@ -1,8 +1,9 @@
 """One adapter per task family between the data/metrics modules and the runner.
 
 A job reads its files once (`load`), then for any number of runs (seeds, sweep points) gives the
-head (`head`), the training arrays (`train`), and turns head outputs on a dev/test split into
-metrics and prediction files (`score`, `write_test`). `headline` is the number the sweep ranks by.
+training Task (`train_task`, from `bert_jax.tasks.train_tasks`), the training arrays (`train`),
+the dev/test splits (`evals`, `tests`), and turns the Task's predictions on a split into metrics
+and prediction files (`score`, `write_test`). `headline` is the number the sweep ranks by.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ import numpy as np
 from bert_jax.atomic_write import write_text_atomic
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
-from bert_jax.tasks import glue, heads, ner, squad, squad_eval, squad_predict, swag
-from bert_jax.tasks.features import Tokenizer
+from bert_jax.tasks import glue, ner, squad, squad_eval, squad_predict, swag, train_tasks
+from bert_jax.tasks.text_pairs import Tokenizer
 
 
 @dataclasses.dataclass
@@ -34,54 +35,55 @@ def _path(cfg, name: str) -> str:
 class GlueJob:
     def __init__(self, cfg):
         self.cfg = cfg
-        self.task = glue.get_task(cfg.task)
+        self.spec = glue.get_spec(cfg.task)
 
     def _read(self, split: str, tfds_split: str | None = None) -> list[glue.Example]:
         if self.cfg.get("use_tfds", False):
-            return glue.read_tfds_split(self.task, tfds_split or split, self.cfg.get("tfds_dir"))
-        return glue.read_split(self.task, self.cfg.data_dir, split)
+            return glue.read_tfds_split(self.spec, tfds_split or split, self.cfg.get("tfds_dir"))
+        return glue.read_split(self.spec, self.cfg.data_dir, split)
 
     def load(self, tokenizer: Tokenizer) -> None:
-        L, t = self.cfg.max_seq_length, self.task  # noqa: N806
-        feat = lambda ex: glue.featurize(t, ex, tokenizer, L)
+        spec = self.spec
+        feat = lambda ex: glue.featurize(spec, ex, tokenizer, self.cfg.max_seq_length)
         train = self._read("train")
         self.num_train_examples = len(train)
         self.train = feat(train)
         self.evals = []
-        for split, tsplit in zip(t.dev_splits, t.tfds_dev, strict=True):
+        for split, tsplit in zip(spec.dev_splits, spec.tfds_dev, strict=True):
             ex = self._read(split, tsplit)
             self.evals.append(Split(split, feat(ex), ex))
         self.tests = []
         if self.cfg.get("do_predict", False):
-            for split, sub in zip(t.test_splits, t.submission, strict=True):
-                tsplit = split if split != "test" else "test"
-                ex = self._read(split, tsplit)
+            for split, sub in zip(spec.test_splits, spec.submission, strict=True):
+                ex = self._read(split)  # tfds names the test splits as the files
                 self.tests.append(Split(split, feat(ex), (ex, sub)))
 
-    def head(self, bert: BertConfig, batch: int) -> heads.ClassificationTask:
-        return heads.ClassificationTask(bert, batch, self.cfg.max_seq_length, self.task.num_labels)
+    def train_task(self, bert: BertConfig, batch: int) -> train_tasks.ClassificationTask:
+        return train_tasks.ClassificationTask(
+            bert, batch, self.cfg.max_seq_length, self.spec.num_labels
+        )
 
     def _preds(self, logits_NxC: np.ndarray) -> np.ndarray:
-        return logits_NxC[:, 0] if self.task.is_regression else logits_NxC.argmax(-1)
+        return logits_NxC[:, 0] if self.spec.is_regression else logits_NxC.argmax(-1)
 
     def score(self, split: Split, logits_NxC: np.ndarray, workdir: str) -> dict[str, float]:
         preds = self._preds(logits_NxC)
-        m = glue.compute_metrics(self.task, preds, split.arrays["labels"])
+        m = glue.compute_metrics(self.spec, preds, split.arrays["labels"])
         tag = "" if len(self.evals) == 1 else split.name.replace("dev_", "_")
         out = os.path.join(workdir, f"dev{tag}_predictions.tsv")
-        glue.write_submission(self.task, split.meta, preds, out)
+        glue.write_submission(self.spec, split.meta, preds, out)
         return {f"{k}{tag}": v for k, v in m.items()}
 
     def write_test(self, split: Split, logits_NxC: np.ndarray, workdir: str) -> None:
         examples, name = split.meta
         glue.write_submission(
-            self.task, examples, self._preds(logits_NxC), os.path.join(workdir, name)
+            self.spec, examples, self._preds(logits_NxC), os.path.join(workdir, name)
         )
 
     def headline(self, m: dict[str, float]) -> float:
-        if self.task.name == "mnli":
+        if self.spec.name == "mnli":
             return m["accuracy_matched"]
-        return glue.headline(self.task, m)
+        return glue.headline(self.spec, m)
 
 
 class SquadJob:
@@ -110,8 +112,8 @@ class SquadJob:
         self.evals = [Split("dev", arrays, (dex, metas))]
         self.tests = []
 
-    def head(self, bert: BertConfig, batch: int) -> heads.SpanTask:
-        return heads.SpanTask(bert, batch, self.cfg.max_seq_length)
+    def train_task(self, bert: BertConfig, batch: int) -> train_tasks.SpanTask:
+        return train_tasks.SpanTask(bert, batch, self.cfg.max_seq_length)
 
     def score(self, split: Split, outputs, workdir: str) -> dict[str, float]:
         examples, metas = split.meta
@@ -159,8 +161,8 @@ class NerJob:
         self.evals = [Split("dev", arrays, (dev, windows))]
         self.tests = []
 
-    def head(self, bert: BertConfig, batch: int) -> heads.TaggingTask:
-        return heads.TaggingTask(bert, batch, self.cfg.max_seq_length, len(ner.LABELS))
+    def train_task(self, bert: BertConfig, batch: int) -> train_tasks.TaggingTask:
+        return train_tasks.TaggingTask(bert, batch, self.cfg.max_seq_length, len(ner.LABELS))
 
     def score(self, split: Split, logits_NxLxC: np.ndarray, workdir: str) -> dict[str, float]:
         sents, windows = split.meta
@@ -185,8 +187,8 @@ class SwagJob:
         self.evals = [Split("dev", swag.featurize(dev, tokenizer, c.max_seq_length), dev)]
         self.tests = []
 
-    def head(self, bert: BertConfig, batch: int) -> heads.ClassificationTask:
-        return heads.ClassificationTask(
+    def train_task(self, bert: BertConfig, batch: int) -> train_tasks.ClassificationTask:
+        return train_tasks.ClassificationTask(
             bert, batch, self.cfg.max_seq_length, num_choices=swag.NUM_CHOICES
         )
 

@@ -22,7 +22,7 @@ from seqeval.scheme import IOB2
 
 from bert_jax.atomic_write import write_text_atomic
 from bert_jax.errors import BertJaxError
-from bert_jax.tasks.features import Tokenizer
+from bert_jax.tasks.text_pairs import Tokenizer
 
 LABELS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")
 

@@ -1,13 +1,16 @@
-"""Fine-tune and evaluate: pretrained weights -> task head -> the shared train loop -> dev metrics.
+"""Fine-tune and evaluate: pretrained weights -> a training Task -> the shared loop -> dev metrics.
 
     results = finetune(cfg, workdir)      # one run, or the sweep/seeds the config asks for
 
-One run: load the checkpoint (`bert_jax.interop.load_pretrained`: our workdir, a Hugging Face
-dir or a Google TF checkpoint), read and featurise the task once, build the head as a
-`bert_jax.train.task.Task`, graft the encoder into it, train with the shared trainer and loop
-(`bert_jax.train`), then predict the dev (and test) splits and write `eval_results.json` and the
-prediction files. Steps = int(train examples / batch * epochs), warmup = that x
-`warmup_proportion`, as run_classifier.py (SQuAD counts windows, not questions).
+`cfg` is a fine-tuning config (`bert_jax.train.config.finetune_config` + the task family's keys,
+see experiments/configs/). One run: load the checkpoint (`bert_jax.interop.load_pretrained`: our
+workdir, a Hugging Face dir or a Google TF checkpoint), read and featurise the data once (the
+family's job, `bert_jax.tasks.jobs`), build the training Task (`bert_jax.tasks.train_tasks`),
+graft the encoder into it, train with the shared loop (`bert_jax.train.train`) on a copy of `cfg`
+whose train_steps = int(train examples / batch * epochs) and warmup_steps = that x
+`warmup_proportion`, as run_classifier.py (SQuAD counts windows, not questions); then run
+`trainer.predict_step` over the dev (and test) splits and write `eval_results.json` and the
+prediction files.
 
 Sweep (`cfg.sweep=True`): every (learning rate, epochs, batch) of the grid, each for `num_seeds`
 seeds, in `<workdir>/runs/lr<lr>_ep<e>_bs<b>/seed<s>/`; `sweep_results.json` has mean, std and
@@ -24,14 +27,19 @@ import os
 from typing import Any
 
 import jax
-import ml_collections
 import numpy as np
-from jax.sharding import NamedSharding, PartitionSpec
+from flax.core import meta
 
+from bert_jax.aot.pretraining import check_trainer_fits
 from bert_jax.atomic_write import write_json_atomic
 from bert_jax.errors import BertJaxError
-from bert_jax.tasks.batches import TrainBatches, eval_batches
+from bert_jax.interop import graft_encoder, load_pretrained
+from bert_jax.tasks import feature_ner
+from bert_jax.tasks.arrays import TrainBatches, eval_batches
 from bert_jax.tasks.jobs import make_job
+from bert_jax.tokenization import FullTokenizer
+from bert_jax.train import loop
+from bert_jax.train import mesh as mesh_lib
 
 
 def write_json(obj: Any, path: str) -> None:
@@ -39,9 +47,6 @@ def write_json(obj: Any, path: str) -> None:
 
 
 def _tokenizer_and_weights(cfg):
-    from bert_jax.interop import load_pretrained
-    from bert_jax.tokenization import FullTokenizer
-
     if not cfg.init_checkpoint:
         raise BertJaxError("config init_checkpoint is empty: give a workdir, HF dir or TF ckpt")
     pre = load_pretrained(cfg.init_checkpoint, vocab_file=cfg.vocab_file or None)
@@ -59,49 +64,38 @@ def _tokenizer_and_weights(cfg):
     return FullTokenizer(str(vocab), do_lower_case=lower), pre, lower
 
 
-def _train_config(cfg, num_examples: int, lr: float, epochs: float, batch: int, seed: int):
+def run_config(cfg, num_examples: int, lr: float, epochs: float, batch: int, seed: int):
+    """The config of one run: a copy of the fine-tuning config with this run's hyperparameters and
+    train_steps = int(examples / batch * epochs), warmup_steps = train_steps x warmup_proportion."""
+    if cfg.train_steps or cfg.warmup_steps:
+        raise BertJaxError(
+            "fine-tuning derives train_steps and warmup_steps from the data: set "
+            "num_train_epochs and warmup_proportion instead"
+        )
+    run = cfg.copy_and_resolve_references()
     steps = max(1, int(num_examples / batch * epochs))
-    return ml_collections.ConfigDict(
-        {
-            "optimizer": cfg.optimizer,
-            "schedule": cfg.schedule,
-            "learning_rate": lr,
-            "train_steps": steps,
-            "warmup_steps": int(steps * cfg.warmup_proportion),
-            "weight_decay": cfg.weight_decay,
-            "max_grad_norm": cfg.max_grad_norm,
-            "grad_accum_steps": cfg.grad_accum_steps,
-            "seed": seed,
-            "logical_axis_rules": None,
-            "log_every_steps": cfg.log_every,
-            "checkpoint_every_steps": cfg.checkpoint_every,
-            "keep_checkpoints": 1,
-            "mesh": cfg.mesh.to_dict(),
-        }
-    )
+    run.learning_rate, run.num_train_epochs, run.train_batch_size = lr, epochs, batch
+    run.seed = seed
+    run.train_steps = steps
+    run.warmup_steps = int(steps * cfg.warmup_proportion)
+    return run
 
 
-def _predict_all(trainer, task, params, split, batch_size: int, keys=None):
-    """Head outputs for every row of `split` (padding rows dropped), as numpy."""
-    mesh = trainer.mesh
-    n_dev = mesh.shape["data"] * mesh.shape["fsdp"]
+def predict(trainer, params, arrays: dict[str, np.ndarray], batch_size: int):
+    """`trainer.predict_step` over every row of `arrays` (the batch padded to a multiple of the
+    batch devices, padding rows dropped): numpy outputs, or a tuple of them (SQuAD)."""
+    n_dev = trainer.mesh.shape["data"] * trainer.mesh.shape["fsdp"]
     batch_size = -(-batch_size // n_dev) * n_dev
-    sharding = NamedSharding(mesh, PartitionSpec(("data", "fsdp")))
-    keys = keys or ("input_ids", "input_mask", "segment_ids")
-    fn = jax.jit(task.predict, in_shardings=(trainer.state_shardings.params, sharding))
+    keys = list(trainer.batch_shardings)
     outs = []
-    for batch, real in eval_batches({k: split.arrays[k] for k in keys}, batch_size):
-        out = jax.device_get(fn(params, jax.device_put(batch, sharding)))
+    for batch, real in eval_batches({k: arrays[k] for k in keys}, batch_size):
+        out = jax.device_get(trainer.predict_step(params, batch))
         outs.append(jax.tree.map(lambda x, r=real: np.asarray(x)[:r], out))
-    if isinstance(outs[0], tuple):
-        return tuple(np.concatenate([o[i] for o in outs]) for i in range(len(outs[0])))
-    return np.concatenate(outs)
+    return jax.tree.map(lambda *xs: np.concatenate(xs), *outs)
 
 
 def _mesh(cfg):
     """The configured mesh over all devices, or over the first `num_devices` (0 = all)."""
-    from bert_jax.train import mesh as mesh_lib
-
     devices = jax.devices()
     if cfg.get("num_devices", 0):
         devices = devices[: cfg.num_devices]
@@ -113,8 +107,6 @@ def _fresh_params(task, seed: int, initializer_range: float):
     `jax.eval_shape`; the encoder is overwritten by the checkpoint (zeros here), and the new
     layers (classifier, QA outputs, a pooler the checkpoint lacks) get BERT's init: kernels
     N(0, initializer_range) truncated at 2 std, biases 0, LayerNorm scales 1."""
-    from flax.core import meta
-
     dummy = {k: np.zeros((1, *s.shape[1:]), s.dtype) for k, s in task.init_inputs().items()}
     key = jax.random.PRNGKey(seed)
     shapes = meta.unbox(
@@ -136,41 +128,35 @@ def _fresh_params(task, seed: int, initializer_range: float):
     return jax.tree_util.tree_map_with_path(init, shapes)
 
 
-def run_once(cfg, job, pre, workdir: str, lr: float, epochs: float, batch: int, seed: int):
-    """Train one model with the shared loop and evaluate it on the dev split(s)."""
-    from bert_jax.interop import graft_encoder
-    from bert_jax.train import loop
-
+def run_once(cfg, job, pre, workdir: str) -> dict[str, float]:
+    """Train one model (`cfg` from `run_config`) with the shared loop and score the dev split(s)."""
     os.makedirs(workdir, exist_ok=True)
     bert = pre.config.replace(dtype=cfg.dtype)
-    tcfg = _train_config(cfg, job.num_train_examples, lr, epochs, batch, seed)
-    workdir_config = {"bert": pre.config.to_dict(), "finetune": cfg.to_dict()}
-    keys = None
+    batch = cfg.train_batch_size
     if cfg.get("feature_based", False):  # Table 7: frozen features + BiLSTM, same loop
-        from bert_jax.tasks import feature_ner
-
         task, train = feature_ner.prepare(cfg, job, bert, pre.params["bert"], batch)
-        init, keys = None, ("features", "input_mask")
+        init = None
     else:
-        task, train = job.head(bert, batch), job.train
-        init = graft_encoder(_fresh_params(task, seed, bert.initializer_range), pre.params)
+        task, train = job.train_task(bert, batch), job.train
+        init = graft_encoder(_fresh_params(task, cfg.seed, bert.initializer_range), pre.params)
     result = loop.train(
-        tcfg,
+        cfg,
         task,
         workdir,
-        workdir_config=workdir_config,
+        workdir_config={"bert": pre.config.to_dict()},
         init_params=init,
-        batches=TrainBatches(train, batch, seed),
+        batches=TrainBatches(train, batch, cfg.seed),
         mesh=_mesh(cfg),
+        preflight=check_trainer_fits,
     )
     trainer, params = result.trainer, result.state.params
     metrics: dict[str, float] = {}
     for split in job.evals:
-        out = _predict_all(trainer, task, params, split, cfg.eval_batch_size, keys)
+        out = predict(trainer, params, split.arrays, cfg.eval_batch_size)
         metrics.update(job.score(split, out, workdir))
     for split in job.tests:
-        job.write_test(split, _predict_all(trainer, task, params, split, 64), workdir)
-    metrics["train_steps"] = float(tcfg.train_steps)
+        job.write_test(split, predict(trainer, params, split.arrays, cfg.eval_batch_size), workdir)
+    metrics["train_steps"] = float(cfg.train_steps)
     write_json(metrics, os.path.join(workdir, "eval_results.json"))
     logging.info("%s: %s", workdir, metrics)
     return metrics
@@ -202,13 +188,15 @@ def finetune(cfg, workdir: str) -> dict[str, float]:
         )
     else:
         grid = [(cfg.learning_rate, cfg.num_train_epochs, cfg.train_batch_size)]
+    n = job.num_train_examples
     if len(grid) == 1 and len(seeds) == 1:
-        return run_once(cfg, job, pre, workdir, *grid[0], seeds[0])
+        return run_once(run_config(cfg, n, *grid[0], seeds[0]), job, pre, workdir)
     points = []
     for lr, ep, bs in grid:
         name = f"lr{lr:g}_ep{ep:g}_bs{bs}"
+        point_dir = os.path.join(workdir, "runs", name)
         runs = [
-            run_once(cfg, job, pre, os.path.join(workdir, "runs", name, f"seed{s}"), lr, ep, bs, s)
+            run_once(run_config(cfg, n, lr, ep, bs, s), job, pre, f"{point_dir}/seed{s}")
             for s in seeds
         ]
         summary = _summary(runs)

@@ -23,7 +23,7 @@ import os
 import numpy as np
 
 from bert_jax.errors import BertJaxError
-from bert_jax.tasks.features import Tokenizer, pack
+from bert_jax.tasks.text_pairs import Tokenizer, pack
 
 _WHITESPACE = {" ", "\t", "\r", "\n", "\u202f"}
 

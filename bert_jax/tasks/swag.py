@@ -16,7 +16,7 @@ import os
 import numpy as np
 
 from bert_jax.errors import BertJaxError
-from bert_jax.tasks.features import Tokenizer, encode_text_pair
+from bert_jax.tasks.text_pairs import Tokenizer, encode_text_pair
 
 NUM_CHOICES = 4
 

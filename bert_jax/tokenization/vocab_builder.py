@@ -31,6 +31,7 @@ import time
 from collections.abc import Iterator
 
 from bert_jax.atomic_write import write_json_atomic, write_text_atomic
+from bert_jax.corpus import sources
 from bert_jax.errors import BertJaxError
 from bert_jax.tokenization.sentencepiece_tokenizer import preprocess_text
 from bert_jax.tokenization.vocab import SPECIAL_TOKENS
@@ -42,12 +43,10 @@ _UNK_SAMPLE_LINES = 200_000
 
 
 def _corpus_lines(input_files: str | list[str]) -> Iterator[str]:
-    from bert_jax.data import corpus
-
-    stats = corpus.DecodeStats()
-    for source in corpus.resolve_inputs(input_files):
-        for _, block in corpus.source_blocks(source, 1 << 22):
-            for line in corpus.decode_lines(block, 0, stats):
+    stats = sources.DecodeStats()
+    for source in sources.resolve_inputs(input_files):
+        for _, block in sources.source_blocks(source, 1 << 22):
+            for line in sources.decode_lines(block, 0, stats):
                 if line:
                     yield line
 

@@ -17,6 +17,7 @@ Interfaces other parts use (stable):
     trainer.state_shardings     # TrainState of NamedSharding
     trainer.train_step          # jax.jit(state, batch) -> (state, metrics); state donated
     trainer.eval_step           # jax.jit(params, batch) -> metrics (deterministic)
+    trainer.predict_step        # jax.jit(params, batch) -> task.predict outputs (None without)
     trainer.flops_per_step      # model FLOPs per optimizer step (MFU numerator)
     trainer.train_step.lower(trainer.abstract_state(), trainer.batch_specs()).compile()
 
@@ -30,7 +31,7 @@ losses (MLM, NSP/SOP), pretraining (PretrainingTask), trainer (TrainState, the s
 flops (model FLOPs, peak FLOP/s).
 """
 
-from bert_jax.train.checkpoint import Checkpointer, restore_params
+from bert_jax.checkpoint import Checkpointer, restore_params
 from bert_jax.train.loop import TrainResult, maybe_initialize_distributed, train
 from bert_jax.train.mesh import DEFAULT_RULES, make_mesh
 from bert_jax.train.trainer import Trainer, TrainState, build_trainer

@@ -1,5 +1,16 @@
-"""The pretraining config schema with the paper's phase-1 defaults; experiments/configs/pretrain*.py
-start from `pretrain_config(preset)` and change what their recipe changes."""
+"""The one config schema of every training run: pretraining and fine-tuning are training with
+another task, so they share the keys of `training_config()` and add their own.
+
+    training_config()           every key the trainer and the loop read (bert_jax.train.trainer,
+                                bert_jax.train.loop), with neutral defaults
+    pretrain_config(preset)     + the pretraining keys, the paper's phase-1 defaults
+                                (experiments/configs/pretrain*.py start from it)
+    finetune_config(family)     + the fine-tuning keys, run_classifier.py's defaults
+                                (experiments/configs/{glue,squad,ner,swag}.py start from it)
+
+A config file changes only what its recipe changes; the config handed to `bert_jax.train.train`
+is this dict itself (fine-tuning fills in train_steps and warmup_steps per run).
+"""
 
 from __future__ import annotations
 
@@ -8,56 +19,102 @@ import ml_collections
 from bert_jax.train.mesh import DEFAULT_RULES
 
 
-def pretrain_config(preset: str = "base") -> ml_collections.ConfigDict:
+def training_config() -> ml_collections.ConfigDict:
     c = ml_collections.ConfigDict()
-    # Model: a preset plus the runtime choices of BertConfig.
-    c.model = preset
-    c.vocab_size = 30522  # replaced by the vocab file's size when vocab_file is given
-    c.dtype = "bfloat16"  # compute dtype; parameters and optimizer state stay float32
-    c.scan_layers = False
-    c.remat_policy = "none"  # none | full | dots | dots_no_batch
-    c.hidden_dropout_prob = 0.1
-    c.attention_probs_dropout_prob = 0.1
-    c.objective = "mlm_nsp"  # mlm_nsp | mlm | mlm_sop
-
-    # Data (TFRecord shards in the reference schema; comma-separated globs, local or gs://).
-    c.train_files = ""
-    c.eval_files = ""
-    c.vocab_file = ""
-    c.dynamic_masking = False  # RoBERTa-style masking at input time (needs vocab_file)
-    c.masked_lm_prob = 0.15
-    c.max_seq_length = 128
-    c.max_predictions_per_seq = 20
-    c.global_batch_size = 256
-    c.eval_batch_size = 0  # 0 = global_batch_size
-    c.max_eval_steps = 100
-
-    # Optimisation.
-    c.train_steps = 900_000
-    c.warmup_steps = 10_000
-    c.learning_rate = 1e-4
+    # Optimisation (bert_jax.train.optimizer).
     c.optimizer = "adamw"  # adamw | adam_reference (no bias correction, as the TF code) | lamb
-    c.schedule = "reference"  # reference | linear | constant
+    c.schedule = "linear"  # reference | linear | constant
+    c.learning_rate = 1e-4
+    c.train_steps = 0  # set by the recipe (pretraining) or from the epochs (fine-tuning)
+    c.warmup_steps = 0
     c.weight_decay = 0.01
     c.adam_b1 = 0.9
     c.adam_b2 = 0.999
     c.adam_eps = 1e-6
     c.max_grad_norm = 1.0
     c.grad_accum_steps = 1
-    c.max_nonfinite_steps = 10
+    c.max_nonfinite_steps = 10  # consecutive skipped (non-finite) updates before stopping
     c.seed = 0
+    c.dtype = "float32"  # compute dtype; parameters and optimizer state stay float32
 
-    # Bookkeeping.
+    # Model inputs: init_checkpoint is an HF dir, a Google TF checkpoint or a bert-jax workdir.
+    c.init_checkpoint = ""
+    c.vocab_file = ""
+    c.max_seq_length = 128
+
+    # Bookkeeping (bert_jax.train.loop).
     c.log_every_steps = 100
-    c.eval_every_steps = 10_000
-    c.checkpoint_every_steps = 5_000
+    c.eval_every_steps = 0  # 0 = no evaluation during training
+    c.checkpoint_every_steps = 1000
     c.keep_checkpoints = 3
     c.async_checkpoints = True
-    c.init_checkpoint = ""  # HF dir, Google TF checkpoint or a bert-jax workdir
-    c.export_hf_dir = ""  # write a Hugging Face directory at the end
 
     # Devices: data x fsdp x tensor = all devices (-1 = the rest).
-    c.mesh = ml_collections.ConfigDict({"data": 1, "fsdp": -1, "tensor": 1})
+    c.mesh = ml_collections.ConfigDict({"data": -1, "fsdp": 1, "tensor": 1})
     c.logical_axis_rules = [[name, axes] for name, axes in DEFAULT_RULES]
     c.distributed = False  # True on multi-host TPU slices: jax.distributed.initialize()
+    return c
+
+
+def pretrain_config(preset: str = "base") -> ml_collections.ConfigDict:
+    """Phase 1 of the paper's recipe (section A.2) for a model preset."""
+    c = training_config()
+    # Model: a preset plus the runtime choices of BertConfig.
+    c.model = preset
+    c.vocab_size = 30522  # replaced by the vocab file's size when vocab_file is given
+    c.dtype = "bfloat16"
+    c.scan_layers = False
+    c.remat_policy = "none"  # none | full | dots | dots_no_batch
+    c.hidden_dropout_prob = 0.1
+    c.attention_probs_dropout_prob = 0.1
+    c.objective = "mlm_nsp"  # a bert_jax.objectives name: mlm_nsp | mlm | mlm_sop | full_sentences
+
+    # Data (TFRecord shards in the reference schema; comma-separated globs, local or gs://).
+    c.train_files = ""
+    c.eval_files = ""
+    c.dynamic_masking = False  # RoBERTa-style masking at input time (needs vocab_file)
+    c.masked_lm_prob = 0.15
+    c.max_predictions_per_seq = 20
+    c.global_batch_size = 256
+    c.eval_batch_size = 0  # 0 = global_batch_size
+    c.max_eval_steps = 100
+
+    # Optimisation: Adam lr 1e-4, 10k warmup steps, then the reference's linear decay.
+    c.train_steps = 900_000
+    c.warmup_steps = 10_000
+    c.learning_rate = 1e-4
+    c.schedule = "reference"
+
+    c.eval_every_steps = 10_000
+    c.checkpoint_every_steps = 5_000
+    c.export_hf_dir = ""  # write a Hugging Face directory at the end
+    c.mesh = ml_collections.ConfigDict({"data": 1, "fsdp": -1, "tensor": 1})
+    return c
+
+
+def finetune_config(family: str) -> ml_collections.ConfigDict:
+    """Fine-tuning defaults (run_classifier.py; AdamW + linear decay as in the paper's A.3;
+    optimizer="adam_reference", schedule="reference" reproduce the TF code exactly)."""
+    c = training_config()
+    c.family = family  # glue | squad | ner | swag
+    # Checkpoint and vocab: init_checkpoint is required; vocab_file "" = the checkpoint's
+    # vocab.txt; do_lower_case None = the checkpoint's setting, or True if it has none.
+    c.do_lower_case = ml_collections.FieldReference(None, field_type=bool)
+    c.data_dir = ""
+    # One run: train_steps = int(train examples / train_batch_size * num_train_epochs) and
+    # warmup_steps = train_steps * warmup_proportion are filled in by bert_jax.tasks.runner.
+    c.train_batch_size = 32
+    c.eval_batch_size = 64
+    c.learning_rate = 5e-5
+    c.num_train_epochs = 3.0
+    c.warmup_proportion = 0.1
+    c.log_every_steps = 50
+    c.keep_checkpoints = 1
+    c.num_devices = 0  # 0 = all devices; small CPU runs may be faster on 1
+    # The paper's sweep (A.3 / section 4.1) and seed restarts; best = best mean dev headline.
+    c.sweep = False
+    c.sweep_learning_rates = (5e-5, 4e-5, 3e-5, 2e-5)
+    c.sweep_epochs = (2.0, 3.0, 4.0)
+    c.sweep_batch_sizes = (16, 32)
+    c.num_seeds = 1
     return c

@@ -3,8 +3,8 @@
 Per token (fwd + bwd = 3 x fwd, 2 FLOPs per MAC), counting matmul weights only:
 encoder 6 * L * (4 d^2 + 2 d f) + 12 * L * d * T (bidirectional attention scores and values);
 MLM head per predicted token 6 * (d^2 + d V) (gathered at masked positions); pooler + NSP per
-sequence 6 * (d^2 + 2 d). No rematerialisation counted (MFU, not HFU). See
-shared/reference/performance.md section 4.
+sequence 6 * (d^2 + 2 d). No rematerialisation counted (MFU, not HFU), as the MFU definition
+of the PaLM paper (appendix B) counts it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import jax.numpy as jnp
 
 from bert_jax.config import BertConfig
 
-# Peak dense bf16 FLOP/s per chip (vendor figures; performance.md section 0).
+# Peak dense bf16 FLOP/s per chip (the vendors' published figures).
 TPU_PEAK_FLOPS = {
     "TPU v3": 123e12,
     "TPU v4": 275e12,

@@ -7,9 +7,10 @@
     task.evaluate(trainer, params) -> dict of eval metrics          (optional)
 Config keys read here: train_steps, log_every_steps, eval_every_steps, checkpoint_every_steps,
 keep_checkpoints, async_checkpoints, max_nonfinite_steps, mesh.{data,fsdp,tensor} (plus the
-trainer's keys, see bert_jax.train.trainer). Pass `batches=` to use another iterator (tests) and
+trainer's keys, see bert_jax.train.trainer). Pass `batches=` to use another iterator (tests),
 `init_params=` to start from pretrained weights (ignored when the workdir has a checkpoint: a
-rerun of the same command resumes exactly).
+rerun of the same command resumes exactly) and `preflight=` for a check of the built trainer
+before any data is read (the runs pass the TPU memory check of bert_jax.aot).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
@@ -25,11 +26,10 @@ import jax.numpy as jnp
 import numpy as np
 from etils import epath
 
-from bert_jax.aot.pretraining import check_trainer_fits
+from bert_jax.checkpoint import Checkpointer
 from bert_jax.errors import BertJaxError
 from bert_jax.train import flops as flops_lib
 from bert_jax.train import mesh as mesh_lib
-from bert_jax.train.checkpoint import Checkpointer
 from bert_jax.train.trainer import Trainer, TrainState, build_trainer
 from bert_jax.train.writers import Console, MetricsWriter, now
 
@@ -124,12 +124,14 @@ def train(
     init_params: Any = None,
     batches: Iterator | None = None,
     mesh: jax.sharding.Mesh | None = None,
+    preflight: Callable[[Trainer, Any], Any] | None = None,
 ) -> TrainResult:
     workdir = epath.Path(workdir)
     write_workdir_config(workdir, config, workdir_config)
     mesh = mesh or mesh_lib.make_mesh(config.mesh)
     trainer = build_trainer(config, task, mesh)
-    check_trainer_fits(trainer, config)  # TPU only: an out-of-memory step fails before any data
+    if preflight is not None:  # e.g. the TPU fit check: an out-of-memory step fails before data
+        preflight(trainer, config)
     total = int(config.train_steps)
     ckpt = Checkpointer(
         workdir / "checkpoints",

@@ -1,9 +1,12 @@
-"""Pretraining as a `Task`: BertForPreTraining with MLM + NSP, MLM only, or MLM + SOP.
+"""Pretraining as a `Task`: the objective (from `bert_jax.objectives`) decides the heads, the
+batch arrays and the loss; this module wires them to BertForPreTraining, the input pipeline and
+evaluation.
 
-Batch keys (the TFRecord schema): input_ids, input_mask, segment_ids (B x L); masked_lm_positions,
-masked_lm_ids, masked_lm_weights (B x P); next_sentence_labels (B; for SOP 1 = swapped);
-example_mask (B; 0 = eval padding, which has zero masked_lm_weights and is left out of the
-sentence loss).
+    task = pretraining_task(config, bert_config_from(config))   # from a pretraining config
+
+Batch keys are the objective's shard features (ids as int32, next_sentence_labels squeezed to
+[B]) plus `example_mask` (B; 0 = eval padding, which has zero masked_lm_weights and is left out
+of the sentence loss).
 """
 
 from __future__ import annotations
@@ -13,14 +16,18 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from bert_jax.config import BertConfig
+from bert_jax import objectives
+from bert_jax.config import BertConfig, preset
 from bert_jax.errors import BertJaxError
+from bert_jax.input import EvalInput, PretrainInput
 from bert_jax.model import BertForPreTraining
-from bert_jax.train import flops, losses
+from bert_jax.objectives.masking import MaskingSpec
+from bert_jax.tokenization.vocab import load_vocab
+from bert_jax.train import flops
 from bert_jax.train.task import Batch, Metrics
 
-OBJECTIVES = ("mlm_nsp", "mlm", "mlm_sop")
 MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
 
 
@@ -35,42 +42,26 @@ class PretrainingTask:
     train_files: Any = None
     eval_files: Any = None
     seed: int = 0
-    dynamic_masking: Any = None  # a bert_jax.input.MaskingSpec, or None for pre-masked shards
+    dynamic_masking: MaskingSpec | None = None  # None: the shards carry static masks
     eval_batch_size: int | None = None
     max_eval_steps: int = 100
 
     def __post_init__(self) -> None:
-        if self.objective not in OBJECTIVES:
-            raise BertJaxError(f"objective {self.objective!r}: use one of {OBJECTIVES}")
+        self.spec = objectives.get(self.objective)
         self.model = BertForPreTraining(self.bert_config, use_nsp=self.uses_sentence_head)
 
     @property
     def uses_sentence_head(self) -> bool:
-        return self.objective != "mlm"
+        return self.spec.sentence_head is not None
 
     def init_inputs(self) -> dict[str, jax.ShapeDtypeStruct]:
-        b, n, p = self.global_batch_size, self.max_seq_length, self.max_predictions_per_seq
-        i32 = jnp.int32
-        shapes = {
-            "input_ids": jax.ShapeDtypeStruct((b, n), i32),
-            "input_mask": jax.ShapeDtypeStruct((b, n), i32),
-            "segment_ids": jax.ShapeDtypeStruct((b, n), i32),
-            "masked_lm_positions": jax.ShapeDtypeStruct((b, p), i32),
-            "masked_lm_ids": jax.ShapeDtypeStruct((b, p), i32),
-            "masked_lm_weights": jax.ShapeDtypeStruct((b, p), jnp.float32),
-            "example_mask": jax.ShapeDtypeStruct((b,), jnp.float32),
-        }
-        if self.uses_sentence_head:
-            shapes["next_sentence_labels"] = jax.ShapeDtypeStruct((b,), i32)
-        return shapes
+        shapes = self.spec.batch_shapes(
+            self.global_batch_size, self.max_seq_length, self.max_predictions_per_seq
+        )
+        return {k: jax.ShapeDtypeStruct(shape, dtype) for k, (shape, dtype) in shapes.items()}
 
     def model_inputs(self, batch: Batch) -> dict[str, jax.Array]:
-        return {
-            "input_ids_BxL": batch["input_ids"],
-            "input_mask_BxL": batch["input_mask"],
-            "segment_ids_BxL": batch["segment_ids"],
-            "masked_lm_positions_BxP": batch["masked_lm_positions"],
-        }
+        return {f"{k}_{'BxP' if k.startswith('masked') else 'BxL'}": batch[k] for k in MODEL_INPUTS}
 
     def loss_fn(
         self, params: Any, batch: Batch, rng: jax.Array, deterministic: bool
@@ -81,17 +72,7 @@ class PretrainingTask:
             deterministic=deterministic,
             rngs=None if deterministic else {"dropout": rng},
         )
-        loss, metrics = losses.masked_lm_loss(
-            out.mlm_logits, batch["masked_lm_ids"], batch["masked_lm_weights"]
-        )
-        if self.uses_sentence_head:
-            nsp_loss, nsp_metrics = losses.sentence_loss(
-                out.nsp_logits, batch["next_sentence_labels"], batch.get("example_mask")
-            )
-            loss = loss + nsp_loss
-            metrics.update(nsp_metrics)
-        metrics["loss"] = loss
-        return loss, metrics
+        return self.spec.loss(out, batch)
 
     def flops_per_step(self, global_batch_size: int) -> float:
         return flops.pretraining_flops_per_step(
@@ -106,9 +87,7 @@ class PretrainingTask:
         return global_batch_size * self.max_seq_length
 
     # ---- input and eval --------------------------------------------------------------------
-    def train_input(self, trainer: Any):
-        from bert_jax.input import PretrainInput
-
+    def train_input(self, trainer: Any) -> PretrainInput:
         if not self.train_files:
             raise BertJaxError("config.train_files is empty: give TFRecord shard globs")
         return PretrainInput(
@@ -119,13 +98,12 @@ class PretrainingTask:
             seed=self.seed,
             sharding=trainer.batch_shardings["input_ids"],
             dynamic_masking=self.dynamic_masking,
+            objective=self.objective,
         )
 
     def evaluate(self, trainer: Any, params: Any) -> dict[str, float]:
         """Metrics over (at most `max_eval_steps` batches of) the held-out shards, weighted as the
         reference's tf.metrics: MLM by masked_lm_weights, sentence metrics by real examples."""
-        from bert_jax.input import EvalInput
-
         if not self.eval_files:
             return {}
         data = EvalInput(
@@ -136,6 +114,7 @@ class PretrainingTask:
             sharding=trainer.batch_shardings["input_ids"],
             dynamic_masking=self.dynamic_masking,
             seed=self.seed,
+            objective=self.objective,
         )
         keys = list(trainer.batch_shardings)
         sums: dict[str, float] = {}
@@ -151,31 +130,81 @@ class PretrainingTask:
                 sums[k] = sums.get(k, 0.0) + float(v) * w
                 weights[k] = weights.get(k, 0.0) + w
         out = {k: sums[k] / max(weights[k], 1e-9) for k in sums}
-        if "next_sentence_loss" in out:  # the total is the sum of the two weighted means
-            out["loss"] = out["masked_lm_loss"] + out["next_sentence_loss"]
-        elif "masked_lm_loss" in out:
-            out["loss"] = out["masked_lm_loss"]
+        # The total is the sum of the terms' weighted means (a per-batch mean would mix weights).
+        terms = [v for k, v in out.items() if k.endswith("_loss")]
+        if terms:
+            out["loss"] = float(sum(terms))
         return out
 
 
 def synthetic_batch(task: PretrainingTask, seed: int, batch_size: int | None = None) -> dict:
-    """A random (numpy) batch with the pretraining schema, for smoke runs and AOT tests."""
-    import numpy as np
-
+    """A random (numpy) batch of the task's arrays, for smoke runs and AOT tests."""
     rs = np.random.RandomState(seed)
     b = batch_size or task.global_batch_size
     n, p, v = task.max_seq_length, task.max_predictions_per_seq, task.bert_config.vocab_size
     ids = rs.randint(5, v, size=(b, n)).astype(np.int32)
     pos = np.stack([np.sort(rs.choice(np.arange(1, n), p, replace=False)) for _ in range(b)])
-    batch = {
+    values = {
         "input_ids": ids,
         "input_mask": np.ones((b, n), np.int32),
         "segment_ids": (np.arange(n)[None] >= n // 2).astype(np.int32).repeat(b, 0),
         "masked_lm_positions": pos.astype(np.int32),
         "masked_lm_ids": np.take_along_axis(ids, pos, 1).astype(np.int32),
         "masked_lm_weights": np.ones((b, p), np.float32),
+        "next_sentence_labels": rs.randint(0, 2, size=(b,)).astype(np.int32),
         "example_mask": np.ones((b,), np.float32),
     }
-    if task.uses_sentence_head:
-        batch["next_sentence_labels"] = rs.randint(0, 2, size=(b,)).astype(np.int32)
-    return batch
+    return {k: values[k] for k in task.spec.batch_shapes(b, n, p)}
+
+
+# ---- from a pretraining config (bert_jax.train.config.pretrain_config) ------------------------
+
+
+def _files(value: Any) -> list[str]:
+    if not value:
+        return []
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    return list(value)
+
+
+def bert_config_from(config: Any) -> BertConfig:
+    vocab_size = int(config.vocab_size)
+    if config.get("vocab_file"):
+        vocab_size = len(load_vocab(config.vocab_file))
+    return preset(
+        config.model,
+        vocab_size=vocab_size,
+        max_position_embeddings=max(512, int(config.max_seq_length)),
+        dtype=config.dtype,
+        scan_layers=bool(config.scan_layers),
+        remat_policy=config.remat_policy,
+        hidden_dropout_prob=float(config.get("hidden_dropout_prob", 0.1)),
+        attention_probs_dropout_prob=float(config.get("attention_probs_dropout_prob", 0.1)),
+    )
+
+
+def pretraining_task(config: Any, bert_config: BertConfig) -> PretrainingTask:
+    spec = objectives.get(config.objective)
+    masking = None
+    if config.get("dynamic_masking"):
+        if not config.get("vocab_file"):
+            raise BertJaxError("dynamic_masking needs config.vocab_file ([MASK] and specials)")
+        if spec.masking is None:
+            raise BertJaxError(f"objective {spec.name} masks no tokens: turn dynamic_masking off")
+        masking = MaskingSpec.from_vocab_file(
+            config.vocab_file, config.masked_lm_prob, rule=spec.masking
+        )
+    return PretrainingTask(
+        bert_config,
+        int(config.global_batch_size),
+        int(config.max_seq_length),
+        int(config.max_predictions_per_seq),
+        objective=spec.name,
+        train_files=_files(config.train_files),
+        eval_files=_files(config.eval_files),
+        seed=int(config.seed),
+        dynamic_masking=masking,
+        eval_batch_size=int(config.get("eval_batch_size", 0)) or None,
+        max_eval_steps=int(config.get("max_eval_steps", 100)),
+    )

@@ -11,12 +11,14 @@ Pretraining (`bert_jax.train.pretraining.PretrainingTask`) is one Task; fine-tun
     loss_fn(params, batch, rng, deterministic) -> (loss scalar, metrics dict of scalars)
                    `batch` holds the arrays of `init_inputs()` (plus any labels it declares there);
                    metrics are averaged over microbatches and logged under their own names.
-    train_batches(start_state) -> iterator of batch dicts (global jax.Arrays or numpy), resumable:
-                   it has `get_state()` -> JSON-able dict and is created from a saved state.
-    evaluate(params_fn) -> dict of eval metrics (logged with an `eval_` prefix), optional.
+    train_input(trainer) -> iterator of batch dicts (global jax.Arrays or numpy), resumable:
+                   `get_state()` -> JSON-able dict, `set_state(state)` (see `BatchIterator`).
+    evaluate(trainer, params) -> dict of eval metrics (logged with an `eval_` prefix), optional.
+    predict(params, batch) -> the model's outputs (e.g. logits), deterministic, optional; the
+                   trainer jits it as `trainer.predict_step` (fine-tuning's dev/test evaluation).
 
-A task may leave `train_batches`/`evaluate` to the caller of the loop (e.g. tests pass synthetic
-iterators); `loss_fn`, `model` and `init_inputs` are what the jitted step is built from.
+A task may leave `train_input`/`evaluate` to the caller of the loop (fine-tuning and tests pass
+`batches=`); `loss_fn`, `model` and `init_inputs` are what the jitted step is built from.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ Metrics = dict[str, jax.Array]
 
 @runtime_checkable
 class BatchIterator(Protocol):
-    """A resumable iterator of batches (C1's `PretrainInput` satisfies it)."""
+    """A resumable iterator of batches (`bert_jax.input.PretrainInput` satisfies it)."""
 
     def __iter__(self) -> Iterator[Batch]: ...
     def __next__(self) -> Batch: ...

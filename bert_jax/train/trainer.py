@@ -8,6 +8,7 @@
     state = trainer.init_state()            # or init_state(params=...) to start from weights
     state, metrics = trainer.train_step(state, batch)    # jax.jit, explicit shardings, donated
     metrics = trainer.eval_step(state.params, batch)
+    outputs = trainer.predict_step(state.params, batch)  # task.predict; None if it has none
     trainer.flops_per_step      # model FLOPs of one optimizer step (task.flops_per_step)
 
 Config keys read here: optimizer, learning_rate, train_steps, warmup_steps, schedule,
@@ -77,6 +78,13 @@ class Trainer:
             in_shardings=(self.state_shardings.params, self.batch_shardings),
             out_shardings=rep,
         )
+        self.predict_step = None
+        if hasattr(self.task, "predict"):  # fine-tuning heads: logits for the dev/test metrics
+            self.predict_step = jax.jit(
+                self._with_rules(self.task.predict),
+                in_shardings=(self.state_shardings.params, self.batch_shardings),
+                out_shardings=rep,
+            )
 
     def _with_rules(self, fn):
         """Trace `fn` with this mesh and the logical rules in context, so the model's activation

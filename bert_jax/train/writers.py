@@ -90,6 +90,7 @@ class Console:
         for key, label in (
             ("masked_lm_accuracy", "mlm_acc"),
             ("next_sentence_accuracy", "nsp_acc"),
+            ("sentence_order_accuracy", "sop_acc"),
             ("accuracy", "acc"),
         ):
             if key in m:

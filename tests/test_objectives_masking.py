@@ -1,10 +1,11 @@
-"""Dynamic masking: the reference's rules, determinism per (seed, example), and 80/10/10."""
+"""The one masker (static in the data pipeline, dynamic in the input pipeline): the reference's
+rules, determinism per (seed, example), the 80/10/10 split and other mixes, whole words."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from bert_jax.input import MaskingSpec, mask_batch
+from bert_jax.objectives.masking import MaskingSpec, mask_batch
 
 SPEC = MaskingSpec(mask_id=103, vocab_size=30522, special_ids=(101, 102, 0))
 L, P = 128, 20
@@ -52,7 +53,10 @@ def test_masks_depend_only_on_seed_and_example_index():
     parts = [mask_batch(ids[s], mask[s], np.arange(100, 112)[s], SPEC, P, seed=4) for s in
              (slice(0, 5), slice(5, 12))]  # fmt: skip
     for key, value in whole.items():
-        np.testing.assert_array_equal(value, np.concatenate([p[key] for p in parts]), key)
+        if key == "mask_kinds":  # batch totals
+            np.testing.assert_array_equal(value, parts[0][key] + parts[1][key])
+        else:
+            np.testing.assert_array_equal(value, np.concatenate([p[key] for p in parts]), key)
     other_step = mask_batch(ids, mask, np.arange(112, 124), SPEC, P, seed=4)
     other_seed = mask_batch(ids, mask, np.arange(100, 112), SPEC, P, seed=5)
     for other in (other_step, other_seed):
@@ -81,3 +85,54 @@ def test_replacement_is_80_10_10_and_positions_are_uniform():
     lengths = mask.sum(1)[rows]
     relative = (positions - 1) / (lengths - 2)
     assert abs(relative.mean() - 0.5) < 0.01
+
+
+def test_mask_kinds_count_the_replacements():
+    ids, mask = make_batch(200, seed=3)
+    out = mask_batch(ids, mask, np.arange(200), SPEC, P, seed=2)
+    valid = out["masked_lm_weights"] > 0
+    rows = np.broadcast_to(np.arange(200)[:, None], valid.shape)[valid]
+    new = out["input_ids"][rows, out["masked_lm_positions"][valid]]
+    n_mask, n_random, n_kept = out["mask_kinds"]
+    assert n_mask + n_random + n_kept == valid.sum()
+    # Fixed seed: no random replacement happens to draw the [MASK] id here, so the count is exact.
+    assert n_mask == (new == SPEC.mask_id).sum()
+    assert n_kept <= (new == out["masked_lm_ids"][valid]).sum()
+
+
+def test_other_mixes_follow_their_split():
+    """Table 8's mixes: 100% [MASK], and 0/20/80 (never [MASK])."""
+    ids, mask = make_batch(1500, seed=5)
+    for mask_prob, random_prob in ((1.0, 0.0), (0.0, 0.2)):
+        spec = MaskingSpec(103, 30522, (101, 102, 0), mask_prob=mask_prob, random_prob=random_prob)
+        out = mask_batch(ids, mask, np.arange(1500), spec, P, seed=7)
+        total = out["masked_lm_weights"].sum()
+        fractions = out["mask_kinds"] / total
+        np.testing.assert_allclose(fractions, [mask_prob, random_prob, 1 - mask_prob - random_prob],
+                                   atol=0.02)  # fmt: skip
+
+
+def test_whole_word_masking_takes_every_piece_of_a_word(uncased_vocab):
+    from bert_jax.tokenization import FullTokenizer
+
+    tokenizer = FullTokenizer(str(uncased_vocab), do_lower_case=True)
+    spec = MaskingSpec.from_vocab_file(str(uncased_vocab), whole_word=True)
+    text = "unbelievably tokenization hyperparameters reconfigured the photosynthesis apparatus"
+    pieces = tokenizer.tokenize(text)
+    row = [101, *tokenizer.convert_tokens_to_ids(pieces), 102]
+    ids = np.zeros((64, 32), np.int64)
+    ids[:, : len(row)] = row
+    mask = (ids != 0).astype(np.int64)
+    out = mask_batch(ids, mask, np.arange(64), spec, 20, seed=3)
+    continuation = np.isin(ids, spec.continuation_ids)
+    budget = max(1, round(len(row) * 0.15))
+    for r in range(64):
+        k = int(out["masked_lm_weights"][r].sum())
+        assert 1 <= k <= budget
+        chosen = np.zeros(32, bool)
+        chosen[out["masked_lm_positions"][r, :k]] = True
+        # A chosen "##" piece implies its word's previous piece is chosen, and a chosen word
+        # start implies its following pieces are chosen.
+        for i in range(1, len(row)):
+            if continuation[r, i]:
+                assert chosen[i] == chosen[i - 1], (r, i, pieces)

@@ -1,8 +1,9 @@
-"""Pretraining losses and metrics, as google-research/bert's run_pretraining.py.
+"""Loss terms the objectives combine, as google-research/bert's run_pretraining.py computes them.
 
 MLM: cross-entropy at the masked positions, weighted by `masked_lm_weights` and normalised by
-their sum + 1e-5. NSP (or SOP): mean cross-entropy over the batch. Total = MLM + NSP.
-Accuracies are weighted means; every metric is a float32 scalar.
+their sum + 1e-5. Sentence pair (NSP or SOP): mean cross-entropy over the real examples.
+Accuracies are weighted means; every metric is a float32 scalar. This module imports JAX; the
+objective modules import it only when a loss is computed.
 """
 
 from __future__ import annotations
@@ -40,3 +41,21 @@ def sentence_loss(
     loss = jnp.sum(ce_B * mask_B) / denom
     acc = jnp.sum((jnp.argmax(logits_Bx2, -1) == labels_B).astype(jnp.float32) * mask_B) / denom
     return loss, {f"{prefix}_loss": loss, f"{prefix}_accuracy": acc}
+
+
+def masked_lm_and_sentence(
+    outputs, batch, sentence_head: str | None
+) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """MLM loss plus, with a sentence head, its pair loss (metrics named after the head)."""
+    loss, metrics = masked_lm_loss(
+        outputs.mlm_logits, batch["masked_lm_ids"], batch["masked_lm_weights"]
+    )
+    if sentence_head is not None:
+        pair_loss, pair_metrics = sentence_loss(
+            outputs.nsp_logits, batch["next_sentence_labels"], batch.get("example_mask"),
+            prefix=sentence_head,
+        )  # fmt: skip
+        loss = loss + pair_loss
+        metrics.update(pair_metrics)
+    metrics["loss"] = loss
+    return loss, metrics

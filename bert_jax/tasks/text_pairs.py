@@ -1,4 +1,10 @@
-"""Shared featurisation: the reference `[CLS] A [SEP] (B [SEP])` layout with zero padding."""
+"""Text (pair) -> model inputs, shared by the tasks: `[CLS] A [SEP] (B [SEP])`, zero padded.
+
+    ids, mask, segments = encode_text_pair(tokenizer, text_a, text_b, max_seq_length)
+    ids, mask, segments = pack(tokenizer, tokens_a, tokens_b, max_seq_length)  # pre-truncated
+
+Pairs are truncated as the reference does: pop from the longer side (B on ties) until they fit.
+"""
 
 from __future__ import annotations
 
@@ -16,12 +22,6 @@ class Tokenizer(Protocol):
     def tokenize(self, text: str) -> list[str]: ...
 
     def convert_tokens_to_ids(self, tokens: Sequence[str]) -> list[int]: ...
-
-
-def load_tokenizer(vocab_file: str, do_lower_case: bool = True) -> Tokenizer:
-    from bert_jax.tokenization import FullTokenizer
-
-    return FullTokenizer(vocab_file, do_lower_case=do_lower_case)
 
 
 def truncate_seq_pair(tokens_a: list[str], tokens_b: list[str], max_length: int) -> None:
@@ -59,10 +59,3 @@ def encode_text_pair(
     else:
         tokens_a = tokens_a[: max_seq_length - 2]
     return pack(tokenizer, tokens_a, tokens_b, max_seq_length)
-
-
-def stack(rows: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    """List of per-example feature dicts -> dict of stacked arrays (N x ...)."""
-    if not rows:
-        return {}
-    return {k: np.stack([r[k] for r in rows]) for k in rows[0]}

@@ -28,6 +28,7 @@ from etils import epath
 
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
+from bert_jax.model import unstack_layers
 
 STATE, INPUT = "state", "input"
 
@@ -154,8 +155,6 @@ def read_workdir_config(workdir: str | os.PathLike) -> dict:
 def restore_params(workdir: str | os.PathLike, step: int | None = None) -> tuple[BertConfig, dict]:
     """(BertConfig, params) of a workdir's latest (or given) checkpoint, as host numpy arrays,
     unboxed, in the looped layer layout (`encoder/layer_{i}`), whatever mesh it was saved on."""
-    from bert_jax.model import unstack_layers
-
     cfg = read_workdir_config(workdir)
     if "bert" not in cfg:
         raise BertJaxError(f"{epath.Path(workdir) / 'config.json'}: has no 'bert' model config")

@@ -1,24 +1,30 @@
-"""An English corpus that needs no download: the docstrings of the Python standard library.
+"""An English corpus that needs no download: the docstrings of the Python standard library and
+of numpy, scipy, scikit-learn and matplotlib where installed.
 
 Source files are parsed with `ast` (nothing is imported, so no module runs), in sorted order, so
-the output depends only on the Python version. One document per module (its docstring and those
-of its top-level functions) and per class (its docstring and its methods'), plus one per topic of
-`pydoc_data.topics` (the language reference's prose). Doctest and code lines are dropped, reST
-markup is reduced to its text, paragraphs are split into sentences.
+the output depends only on the versions of Python and those packages; create-pretraining-data
+records the text's sha256 and the versions in stats.json (`embedded_corpus`). One document per
+module (its docstring and those of its top-level functions) and per class (its docstring and its
+methods'), plus one per topic of `pydoc_data.topics` (the language reference's prose). Doctest
+and code lines are dropped, reST markup is reduced to its text, paragraphs are split into
+sentences.
 
 Output format, as google-research/bert's create_pretraining_data reads it: one sentence per
 line, a blank line between documents.
 
-    python -c "from bert_jax.data import embedded_corpus as c; print(c.write_corpus('/tmp/c.txt'))"
+    python -c "from bert_jax.corpus import embedded as c; print(c.write_corpus('/tmp/c.txt'))"
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
+import importlib.metadata
 import importlib.util
 import inspect
 import os
 import pathlib
+import platform
 import re
 import sysconfig
 from collections.abc import Iterator
@@ -207,6 +213,16 @@ def _package_dir(name: str) -> pathlib.Path | None:
     if spec is None or not spec.submodule_search_locations:
         return None
     return pathlib.Path(sorted(spec.submodule_search_locations)[0])
+
+
+def package_versions(packages: tuple[str, ...] = DEFAULT_PACKAGES) -> dict[str, str]:
+    """The versions the corpus text depends on (absent packages are left out)."""
+    versions = {"python": platform.python_version()}
+    for name in packages:
+        dist = {"sklearn": "scikit-learn"}.get(name, name)
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            versions[dist] = importlib.metadata.version(dist)
+    return versions
 
 
 def iter_documents(

@@ -1,11 +1,12 @@
-"""Fine-tuning objectives as `bert_jax.train.task.Task`s: the model head, its inputs and loss.
+"""The fine-tuning `bert_jax.train.task.Task`s: model head, its inputs, its loss, its predictions.
 
 - `ClassificationTask`: pooled [CLS] -> classes; cross-entropy, or MSE when num_labels == 1
   (STS-B). Also SWAG/multiple choice with `num_choices` > 0 (inputs B x C x L, CE over choices).
 - `TaggingTask`: per-token classes; cross-entropy weighted by `label_weights` (1 on the first
   sub-token of each word, 0 elsewhere), normalised by the weight sum.
 - `SpanTask`: start/end logits over all tokens; (CE(start) + CE(end)) / 2, as run_squad.py.
-Every task also has `predict(params, batch)` -> the head's logits, for evaluation.
+Every task also has `predict(params, batch)` -> the head's logits (deterministic), which the
+trainer jits as `predict_step` for evaluation.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from bert_jax.train.task import Batch, Metrics
 INPUT_KEYS = ("input_ids", "input_mask", "segment_ids")
 
 
-def _ce(logits_BxC: jax.Array, labels_B: jax.Array) -> jax.Array:
+def cross_entropy(logits_BxC: jax.Array, labels_B: jax.Array) -> jax.Array:
     return optax.softmax_cross_entropy_with_integer_labels(logits_BxC, labels_B)
 
 
@@ -52,8 +53,7 @@ class _Base:
 
     def model_inputs(self, batch: Batch) -> dict[str, jax.Array]:
         suffix = "BxCxL" if len(self._seq_shape()) == 3 else "BxL"
-        names = ("input_ids", "input_mask", "segment_ids")
-        return {f"{k}_{suffix}": batch[k] for k in names}
+        return {f"{k}_{suffix}": batch[k] for k in INPUT_KEYS}
 
     def apply(self, params: Any, batch: Batch, rng: jax.Array | None, deterministic: bool):
         return self.model.apply(
@@ -107,7 +107,7 @@ class ClassificationTask(_Base):
         if self.is_regression:
             loss = jnp.mean(jnp.square(logits_BxC[:, 0] - labels_B.astype(jnp.float32)))
             return loss, {"loss": loss}
-        loss = jnp.mean(_ce(logits_BxC, labels_B))
+        loss = jnp.mean(cross_entropy(logits_BxC, labels_B))
         acc = jnp.mean((jnp.argmax(logits_BxC, -1) == labels_B).astype(jnp.float32))
         return loss, {"loss": loss, "accuracy": acc}
 
@@ -131,7 +131,7 @@ class TaggingTask(_Base):
         logits_BxLxC = self.apply(params, batch, rng, deterministic)
         w_BxL = batch["label_weights"].astype(jnp.float32)
         denom = jnp.sum(w_BxL) + 1e-5
-        loss = jnp.sum(_ce(logits_BxLxC, batch["labels"]) * w_BxL) / denom
+        loss = jnp.sum(cross_entropy(logits_BxLxC, batch["labels"]) * w_BxL) / denom
         hit_BxL = (jnp.argmax(logits_BxLxC, -1) == batch["labels"]).astype(jnp.float32)
         return loss, {"loss": loss, "token_accuracy": jnp.sum(hit_BxL * w_BxL) / denom}
 
@@ -152,7 +152,7 @@ class SpanTask(_Base):
         self, params: Any, batch: Batch, rng: jax.Array, deterministic: bool
     ) -> tuple[jax.Array, Metrics]:
         start_BxL, end_BxL = self.apply(params, batch, rng, deterministic)
-        loss_s = jnp.mean(_ce(start_BxL, batch["start_positions"]))
-        loss_e = jnp.mean(_ce(end_BxL, batch["end_positions"]))
+        loss_s = jnp.mean(cross_entropy(start_BxL, batch["start_positions"]))
+        loss_e = jnp.mean(cross_entropy(end_BxL, batch["end_positions"]))
         loss = (loss_s + loss_e) / 2
         return loss, {"loss": loss, "start_loss": loss_s, "end_loss": loss_e}

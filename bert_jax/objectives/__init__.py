@@ -1,0 +1,56 @@
+"""The objectives registry: one module per pretraining objective, one line here per module.
+
+    from bert_jax import objectives
+    obj = objectives.get("mlm_sop")          # or its create-pretraining-data name, "sop"
+    obj.shard_schema(128, 20, static_masks=True), obj.masking, obj.heads, obj.loss
+
+The data pipeline, the input pipeline, the pretraining task (and through it the trainer, AOT
+compile and experiment configs) read an objective from here; adding one is a new module beside
+these plus a line in `_BUILT`. `PLANNED` names the objectives the model family will add next,
+so that asking for one gives a clear error instead of a missing key.
+"""
+
+from __future__ import annotations
+
+from bert_jax.errors import BertJaxError
+from bert_jax.objectives import full_sentences, mlm, mlm_nsp, mlm_sop
+from bert_jax.objectives.base import Objective, TokenMasking
+
+_BUILT = (
+    mlm_nsp.OBJECTIVE,
+    mlm.OBJECTIVE,
+    mlm_sop.OBJECTIVE,
+    full_sentences.OBJECTIVE,
+)
+REGISTRY: dict[str, Objective] = {o.name: o for o in _BUILT}
+_BY_DATA_FLAG = {o.data_flag: o for o in _BUILT if o.data_flag}
+
+PLANNED = {
+    "ltr": "left-to-right LM, causal attention, no NSP (the paper's LTR & No NSP)",
+    "electra": "replaced-token detection with a generator (ELECTRA)",
+    "span_corruption": "span corruption with sentinels (T5)",
+    "permutation_lm": "permutation language modelling (XLNet)",
+}
+
+
+def names() -> list[str]:
+    return list(REGISTRY)
+
+
+def data_flags() -> list[str]:
+    """The create-pretraining-data --objective values (google-research/bert-style names)."""
+    return list(_BY_DATA_FLAG)
+
+
+def get(name: str) -> Objective:
+    """An objective by registry name (`mlm_nsp`) or create-pretraining-data name (`nsp`)."""
+    found = REGISTRY.get(name) or _BY_DATA_FLAG.get(name)
+    if found is not None:
+        return found
+    if name in PLANNED:
+        raise BertJaxError(f"objective {name!r} ({PLANNED[name]}) is planned but not built yet")
+    known = sorted({*REGISTRY, *_BY_DATA_FLAG})
+    raise BertJaxError(f"objective {name!r}: use one of {', '.join(known)}")
+
+
+__all__ = ["PLANNED", "REGISTRY", "Objective", "TokenMasking", "data_flags", "get", "names"]

@@ -1,0 +1,96 @@
+"""What an objective declares, once, for every part that needs it.
+
+The data pipeline reads `pairing`, `masking` and `shard_schema` (how instances are built, how
+tokens are masked, which features a shard holds); the input pipeline reads `shard_schema` and
+`masking` (dynamic masking runs the same masker as the static one); the pretraining task reads
+`heads`, `batch_shapes` and `loss`. Nothing here imports JAX: an objective's `loss` imports it
+when called, so the data pipeline and Beam workers stay free of the accelerator stack.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from bert_jax.shards.schema import Feature, Schema
+
+# (model outputs, batch) -> (scalar loss, metrics); `outputs` is the pretraining model's output.
+LossFn = Callable[[Any, Mapping[str, Any]], tuple[Any, dict[str, Any]]]
+
+# How instances are built from documents (functions of bert_jax.data.instances):
+#   "sentence_pairs": [CLS] A [SEP] B [SEP] with B the true continuation or another document's
+#                     span (label 1 = random next), as BERT's NSP data
+#   "swapped_pairs":  the same pairs with B the continuation, swapped before A with p = 0.5
+#                     (label 1 = swapped), as ALBERT's SOP data
+#   "packed":         one segment of contiguous sentences packed across documents (label 0)
+PAIRINGS = ("sentence_pairs", "swapped_pairs", "packed")
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenMasking:
+    """Masked-LM corruption: pick `masked_lm_prob` of the real tokens (never specials), then
+    replace a picked token by [MASK] with `mask_prob`, by a random id with `random_prob`, and keep
+    it otherwise (the paper's 80/10/10)."""
+
+    masked_lm_prob: float = 0.15
+    mask_prob: float = 0.8
+    random_prob: float = 0.1
+
+
+@dataclasses.dataclass(frozen=True)
+class Objective:
+    name: str
+    description: str
+    pairing: str  # one of PAIRINGS
+    masking: TokenMasking | None  # None: the objective predicts no masked tokens
+    heads: tuple[str, ...]  # pretraining heads: "masked_lm", "next_sentence", "sentence_order"
+    loss: LossFn
+    # The label the sentence head predicts, named as stats.json reports its positive fraction.
+    label_statistic: str = "label_1_fraction"
+    data_flag: str = ""  # the create-pretraining-data --objective value (reference names)
+
+    def __post_init__(self) -> None:
+        if self.pairing not in PAIRINGS:
+            raise ValueError(f"objective {self.name}: pairing {self.pairing!r} not in {PAIRINGS}")
+
+    @property
+    def sentence_head(self) -> str | None:
+        """"next_sentence" or "sentence_order" when the model has a sentence-pair classifier."""
+        return next((h for h in self.heads if h != "masked_lm"), None)
+
+    def shard_schema(
+        self, max_seq_length: int, max_predictions_per_seq: int, static_masks: bool
+    ) -> Schema:
+        """The features a shard of this objective holds, in the order they are written
+        (google-research/bert's order); without static masks the masks are drawn at training
+        time and only the unmasked inputs are stored."""
+        features = [
+            Feature("input_ids", max_seq_length, "int64"),
+            Feature("input_mask", max_seq_length, "int64"),
+            Feature("segment_ids", max_seq_length, "int64"),
+        ]
+        if static_masks and self.masking is not None:
+            features += [
+                Feature("masked_lm_positions", max_predictions_per_seq, "int64"),
+                Feature("masked_lm_ids", max_predictions_per_seq, "int64"),
+                Feature("masked_lm_weights", max_predictions_per_seq, "float32"),
+            ]
+        features.append(Feature("next_sentence_labels", 1, "int64"))
+        return tuple(features)
+
+    def batch_shapes(
+        self, batch_size: int, max_seq_length: int, max_predictions_per_seq: int
+    ) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+        """Every array of a training batch: ids as int32, the [B, 1] label squeezed to [B], and
+        `example_mask` (1 = real example, 0 = eval padding)."""
+        out: dict[str, tuple[tuple[int, ...], np.dtype]] = {}
+        for f in self.shard_schema(max_seq_length, max_predictions_per_seq, static_masks=True):
+            if f.name == "next_sentence_labels" and self.sentence_head is None:
+                continue
+            shape = (batch_size,) if f.length == 1 else (batch_size, f.length)
+            out[f.name] = (shape, np.dtype(np.float32 if f.dtype == "float32" else np.int32))
+        out["example_mask"] = ((batch_size,), np.dtype(np.float32))
+        return out
