@@ -1,26 +1,80 @@
-"""Write a whole file or nothing: text goes to a hidden temporary name beside the target and is
-renamed over it only once complete, so an interrupted run never leaves a truncated file that looks
-finished. Paths may be local or gs:// (etils.epath)."""
+"""Write a whole file or nothing, so an interrupted run never leaves a truncated file that looks
+finished. Paths may be local or gs:// (etils.epath). A local file goes to a hidden temporary name
+beside the target and is renamed over it once complete; a Cloud Storage object is already
+all-or-nothing (an upload only becomes visible when it completes), and a rename there is a copy
+and a delete, so it is written in place."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from typing import Any
+import shutil
+import tempfile
+from collections.abc import Iterator
+from typing import IO, Any
 
 from etils import epath
 
 from bert_jax.errors import BertJaxError
 
 
-def write_text_atomic(path: str | os.PathLike, text: str) -> None:
+def is_local(path: str | os.PathLike) -> bool:
+    """False for URLs such as gs://bucket/x (epath's cloud backends), True for file paths."""
+    return "://" not in os.fspath(path)
+
+
+def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
     path = epath.Path(path)
-    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
     try:
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
+        if not is_local(path):
+            path.write_bytes(data)
+            return
+        tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
+        try:
+            tmp.write_bytes(data)
+            tmp.replace(path)
+        finally:
+            tmp.unlink(missing_ok=True)
     except OSError as e:
         raise BertJaxError(f"{path}: cannot write: {e.strerror or e}") from e
+
+
+@contextlib.contextmanager
+def open_atomic(path: str | os.PathLike, binary: bool = False) -> Iterator[IO]:
+    """A file object for writers that stream (text mode: UTF-8, newlines written as given);
+    `path` gets the content, whole, only if the block completes. Local: a hidden temporary file
+    beside `path`, renamed over it. gs://: a local temporary file, uploaded in one piece at the
+    end."""
+    path = epath.Path(path)
+    if is_local(path):
+        staged = path.parent / f".{path.name}.tmp-{os.getpid()}"
+    else:
+        fd, name = tempfile.mkstemp(prefix="bert-jax-", suffix=f"-{path.name}")
+        os.close(fd)
+        staged = epath.Path(name)
+    text = {} if binary else {"encoding": "utf-8", "newline": "\n"}
+    try:
+        try:
+            f = open(staged, "wb" if binary else "w", **text)  # noqa: SIM115 (closed below)
+        except OSError as e:
+            raise BertJaxError(f"{path}: cannot write: {e.strerror or e}") from e
+        with f:
+            yield f
+        try:
+            if is_local(path):
+                os.replace(staged, path)
+            else:
+                with open(staged, "rb") as src, path.open("wb") as dst:
+                    shutil.copyfileobj(src, dst)
+        except OSError as e:
+            raise BertJaxError(f"{path}: cannot write: {e.strerror or e}") from e
+    finally:
+        staged.unlink(missing_ok=True)
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> None:
+    write_bytes_atomic(path, text.encode("utf-8"))
 
 
 def write_json_atomic(path: str | os.PathLike, obj: Any, **json_options: Any) -> None:

@@ -110,6 +110,11 @@ class Checkpointer:
         items[INPUT] = InputSave(input_state)
         return self._mgr.save(step, args=ocp.args.Composite(**items), force=True)
 
+    def reached_preemption(self, step: int) -> bool:
+        """True at the step where every JAX process saves after a preemption notice (SIGTERM to
+        any of them); JAX's sync point, to be called after every step by every process."""
+        return self._mgr.reached_preemption(step)
+
     def maybe_save(self, step: int, state: Any, input_state: Any = None) -> bool:
         if step % self.save_every:
             return False

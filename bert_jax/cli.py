@@ -24,6 +24,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "attention-map": ("attention_map", "PNG heatmap of one layer and head for a sentence"),
     "convert": ("convert", "Hugging Face dir or Google TF checkpoint -> Hugging Face dir"),
     "compile": ("compile", "ahead-of-time compile the train step for a TPU topology"),
+    "ablate": ("ablate", "reproduce a BERT paper ablation table, every arm end to end"),
 }
 
 
@@ -32,6 +33,16 @@ def _usage() -> str:
     lines += [f"  {name:<26}{help_}" for name, (_, help_) in SUBCOMMANDS.items()]
     lines.append("\n`bert-jax <subcommand> --helpfull` lists a subcommand's flags.")
     return "\n".join(lines)
+
+
+def _show_causes(e: BaseException) -> None:
+    """`raise BertJaxError(...) from None` keeps the one-line message free of the exception it
+    explains; under --verbose that exception is wanted, so un-hide it along the chain."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        e.__suppress_context__ = False
+        e = e.__cause__ or e.__context__
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -53,6 +64,7 @@ def main(argv: list[str] | None = None) -> None:
             module.main(absl_argv)
         except BertJaxError as e:
             if verbose:
+                _show_causes(e)
                 raise
             print(f"bert-jax: error: {e}", file=sys.stderr)
             sys.exit(2)

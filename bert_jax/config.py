@@ -13,6 +13,9 @@ import os
 import re
 from typing import Any
 
+from etils import epath
+
+from bert_jax.atomic_write import write_json_atomic
 from bert_jax.errors import BertJaxError
 
 # hidden_act values and whether they mean the tanh approximation of GELU. HF's "gelu" is exact erf
@@ -26,6 +29,8 @@ GELU_ACTIVATIONS = {
     "gelu_tanh": True,
 }
 REMAT_POLICIES = ("none", "full", "dots", "dots_no_batch")
+# Cross-layer parameter sharing (ALBERT): which half of every layer is one set of weights.
+SHARE_LAYERS = ("none", "all", "attention", "ffn")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,9 +44,22 @@ class BertConfig:
     hidden_dropout_prob: float = 0.1
     attention_probs_dropout_prob: float = 0.1
     max_position_embeddings: int = 512
-    type_vocab_size: int = 2
+    type_vocab_size: int = 2  # 0 (DistilBERT): no token-type embeddings, segment ids ignored
     initializer_range: float = 0.02
     layer_norm_eps: float = 1e-12
+    # Left-to-right attention (each position sees itself and earlier ones): the paper's LTR
+    # ablation, in pretraining and fine-tuning; sentence heads then read the last real token.
+    causal: bool = False
+    # ---- family switches (bert_jax/model/families.py presets them; the defaults are BERT) ----
+    # Factorised embeddings (ALBERT, ELECTRA): tables of width embedding_size, then a dense layer
+    # to hidden_size. None: tables of width hidden_size and no projection.
+    embedding_size: int | None = None
+    share_layers: str = "none"  # one of SHARE_LAYERS; "all" applies one layer N times
+    # RoBERTa: real tokens take position ids position_offset, position_offset + 1, ... (its
+    # padding id + 1) and padding takes position_offset - 1; 0 is BERT's 0, 1, ... for every slot.
+    position_offset: int = 0
+    pooler: bool = True  # the tanh layer on [CLS]; DistilBERT and ELECTRA have none
+    family: str = "bert"  # whose Hugging Face names and classes the weights map to
     # Runtime choices, not part of the checkpoint.
     dtype: str = "float32"  # compute dtype; parameters always float32
     scan_layers: bool = False
@@ -61,10 +79,31 @@ class BertConfig:
             raise BertJaxError(f"dtype {self.dtype!r}: use float32 or bfloat16")
         if self.remat_policy not in REMAT_POLICIES:
             raise BertJaxError(f"remat_policy {self.remat_policy!r}: use one of {REMAT_POLICIES}")
+        if self.share_layers not in SHARE_LAYERS:
+            raise BertJaxError(f"share_layers {self.share_layers!r}: use one of {SHARE_LAYERS}")
+        if self.embedding_size is not None and self.embedding_size <= 0:
+            raise BertJaxError(f"embedding_size {self.embedding_size}: must be positive (or None)")
+        if self.type_vocab_size < 0:
+            raise BertJaxError(f"type_vocab_size {self.type_vocab_size}: must be >= 0")
+        if not 0 <= self.position_offset < self.max_position_embeddings:
+            raise BertJaxError(
+                f"position_offset {self.position_offset}: must be in [0, "
+                f"max_position_embeddings {self.max_position_embeddings})"
+            )
 
     @property
     def head_dim(self) -> int:
         return self.hidden_size // self.num_attention_heads
+
+    @property
+    def embed_dim(self) -> int:
+        """Width of the embedding tables (and of the MLM head's transform)."""
+        return self.hidden_size if self.embedding_size is None else self.embedding_size
+
+    @property
+    def max_sequence_length(self) -> int:
+        """The longest input the position embeddings cover."""
+        return self.max_position_embeddings - self.position_offset
 
     @property
     def gelu_approximate(self) -> bool:
@@ -78,16 +117,21 @@ class BertConfig:
         "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
         "intermediate_size", "hidden_act", "hidden_dropout_prob", "attention_probs_dropout_prob",
         "max_position_embeddings", "type_vocab_size", "initializer_range", "layer_norm_eps",
+        "causal", "embedding_size", "share_layers", "position_offset", "pooler", "family",
     )  # fmt: skip
+    # The fields Hugging Face's BertConfig has (the family switches live in bert_jax.interop).
+    HF_BERT_FIELDS = ARCH_FIELDS[:12]
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.ARCH_FIELDS}
 
     def to_hf_dict(self) -> dict[str, Any]:
+        """transformers' BertConfig; causal attention is its decoder mode."""
         return {
             "architectures": ["BertForPreTraining"],
             "model_type": "bert",
-            **self.to_dict(),
+            **{k: getattr(self, k) for k in self.HF_BERT_FIELDS},
+            "is_decoder": self.causal,
             "pad_token_id": 0,
             "position_embedding_type": "absolute",
         }
@@ -110,8 +154,7 @@ class BertConfig:
     @classmethod
     def from_json_file(cls, path: str | os.PathLike, **runtime: Any) -> BertConfig:
         try:
-            with open(path) as f:
-                d = json.load(f)
+            d = json.loads(epath.Path(path).read_text())
         except FileNotFoundError:
             raise BertJaxError(f"{path}: no such config file") from None
         except json.JSONDecodeError as e:
@@ -120,9 +163,7 @@ class BertConfig:
 
     def to_json_file(self, path: str | os.PathLike, hugging_face: bool = False) -> None:
         d = self.to_hf_dict() if hugging_face else self.to_dict()
-        with open(path, "w") as f:
-            json.dump(d, f, indent=2, sort_keys=True)
-            f.write("\n")
+        write_json_atomic(path, d, sort_keys=True)  # local or gs://
 
 
 # ---- presets -----------------------------------------------------------------------------------
@@ -135,6 +176,8 @@ ALIASES = {
     "base": "L12-H768",
 }
 _COMPACT = re.compile(r"^L(\d+)-H(\d+)$")
+# Any shape, as the paper's Table 6 grid needs: L layers, H hidden, A heads (H % A == 0), I = 4H.
+_SHAPE = re.compile(r"^L(\d+)-H(\d+)-A(\d+)$")
 
 
 def preset_names() -> list[str]:
@@ -143,7 +186,19 @@ def preset_names() -> list[str]:
 
 
 def preset(name: str, **overrides: Any) -> BertConfig:
-    """A named model size: `tiny`, `mini`, `small`, `medium`, `base`, `large` or e.g. `L4-H256`."""
+    """A named model size: `tiny`, `mini`, `small`, `medium`, `base`, `large`, e.g. `L4-H256`
+    (A = H/64), or any `L<layers>-H<hidden>-A<heads>` (e.g. `L6-H768-A3`)."""
+    shape = _SHAPE.match(name)
+    if shape:
+        layers, hidden, heads = (int(g) for g in shape.groups())
+        if not (layers and heads) or hidden % heads:
+            raise BertJaxError(f"model {name!r}: needs L, A > 0 and H divisible by A")
+        return BertConfig(
+            hidden_size=hidden,
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            intermediate_size=4 * hidden,
+        ).replace(**overrides)
     if name == "large":
         cfg = BertConfig(
             hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096

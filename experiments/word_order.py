@@ -61,6 +61,8 @@ def make_examples(sentences: list[str], seed: int) -> list[tuple[int, str]]:
 
 def write_cola_layout(data_dir: str, num_train: int, num_dev: int, seed: int = 0) -> dict:
     """train.tsv / dev.tsv with disjoint sentences; returns counts and the dev majority rate."""
+    from bert_jax.atomic_write import write_text_atomic
+
     sentences = stdlib_sentences()
     random.Random(seed).shuffle(sentences)
     if len(sentences) < num_train + num_dev:
@@ -71,9 +73,8 @@ def write_cola_layout(data_dir: str, num_train: int, num_dev: int, seed: int = 0
         "dev": make_examples(sentences[num_train : num_train + num_dev], seed + 1),
     }
     for split, rows in splits.items():
-        with open(os.path.join(data_dir, f"{split}.tsv"), "w", encoding="utf-8") as f:
-            for label, text in rows:
-                f.write(f"stdlib\t{label}\t{'' if label else '*'}\t{text}\n")
+        lines = [f"stdlib\t{label}\t{'' if label else '*'}\t{text}\n" for label, text in rows]
+        write_text_atomic(os.path.join(data_dir, f"{split}.tsv"), "".join(lines))
     dev_pos = sum(label for label, _ in splits["dev"]) / num_dev
     return {"sentences": len(sentences), "dev_majority": max(dev_pos, 1 - dev_pos)}
 

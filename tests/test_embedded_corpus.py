@@ -96,6 +96,6 @@ def test_docstring_cleaning():
 
 
 def test_unwritable_path_is_a_clear_error(tmp_path):
-    with pytest.raises(BertJaxError, match="cannot write the corpus"):
+    with pytest.raises(BertJaxError, match=r"missing-dir/c\.txt: cannot write"):
         embedded_corpus.write_corpus(tmp_path / "missing-dir" / "c.txt", max_bytes=1000)
     assert not list(tmp_path.iterdir())

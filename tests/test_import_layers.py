@@ -16,8 +16,9 @@ ROOT = pathlib.Path(bert_jax.__file__).parent
 
 # Lowest first. A module may import its own package and any package of a lower layer.
 LAYERS = (
-    ("errors",),
-    ("atomic_write", "config", "shards", "corpus"),
+    ("errors", "accelerators"),
+    ("atomic_write",),
+    ("config", "shards", "corpus"),
     ("tokenization", "objectives"),
     ("model", "data"),
     ("checkpoint",),
@@ -26,6 +27,7 @@ LAYERS = (
     ("aot",),
     ("tasks",),
     ("runs",),
+    ("ablations",),
     ("commands",),
     ("cli",),
 )

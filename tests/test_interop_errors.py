@@ -58,7 +58,8 @@ def test_shape_mismatch_names_variable_and_both_shapes(minilm_copy):
 @pytest.mark.parametrize(
     "changes, message",
     [
-        ({"model_type": "roberta"}, "model_type 'roberta' is not a BERT model"),
+        ({"model_type": "gpt2"}, "model_type 'gpt2' is not a BERT-family model"),
+        ({"model_type": "roberta"}, "architecture 'BertModel' is not a RoBERTa model"),
         ({"architectures": ["GPT2LMHeadModel"]}, "architecture 'GPT2LMHeadModel' is not a BERT"),
     ],
 )

@@ -12,7 +12,7 @@ import transformers
 from bert_jax.interop import load_pretrained
 from bert_jax.model import BertForPreTraining, BertModel, stack_layers
 
-ATOL = 1e-4
+ATOL = 1e-5  # float32 vs PyTorch: measured max differences 1e-6 .. 6e-6 (README)
 
 
 def random_inputs(vocab_size: int, batch: int = 2, seq_len: int = 16, seed: int = 0):

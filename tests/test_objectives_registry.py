@@ -39,7 +39,7 @@ def test_every_objective_module_is_registered_once():
 
 def test_planned_and_unknown_objectives_are_clear_errors():
     with pytest.raises(BertJaxError, match="planned but not built"):
-        objectives.get("ltr")
+        objectives.get("electra")
     with pytest.raises(BertJaxError, match="use one of"):
         objectives.get("mlm_nps")
 
@@ -86,7 +86,8 @@ def test_shards_hold_the_declared_features(shards, name):
 @pytest.mark.parametrize("name", objectives.names())
 def test_each_objective_trains_from_its_shards(shards, uncased_vocab, name):
     config = pretrain_config("tiny")
-    bert = preset("tiny", vocab_size=30522, max_position_embeddings=64)
+    spec = objectives.get(name)
+    bert = preset("tiny", vocab_size=30522, max_position_embeddings=64, causal=spec.causal)
     task = PretrainingTask(bert, 8, L, P, objective=name)
     one_device = ml_collections.ConfigDict({"data": 1, "fsdp": 1, "tensor": 1})
     mesh = make_mesh(one_device, jax.devices()[:1])
@@ -97,13 +98,13 @@ def test_each_objective_trains_from_its_shards(shards, uncased_vocab, name):
         directory, _ = shards[name, dynamic]
         batches = PretrainInput(
             str(directory / "*.tfrecord"), 8, L, P, objective=name, prefetch=0,
-            dynamic_masking=masking if dynamic else None,
+            dynamic_masking=masking if dynamic and spec.masking else None,
         )  # fmt: skip
         batch = next(batches)
         assert set(batch) == set(task.init_inputs())
-        assert batch["masked_lm_weights"].sum() > 0
+        assert spec.predicted_tokens(batch) > 0
         state, metrics = trainer.train_step(state, batch)
         metrics = jax.device_get(metrics)
         assert np.isfinite(metrics["loss"])
-        sentence = objectives.get(name).sentence_head
+        sentence = spec.sentence_head
         assert (f"{sentence}_loss" in metrics) == (sentence is not None)

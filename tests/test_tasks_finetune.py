@@ -3,6 +3,7 @@ the CLI's one-line errors, and a real fine-tune of the real MiniLM checkpoint th
 
 from __future__ import annotations
 
+import csv
 import importlib.util
 import json
 import pathlib
@@ -114,20 +115,42 @@ def test_ner_end_to_end(tiny_hf_dir, tmp_path, feature_based):
     assert {"f1", "precision", "recall", "token_accuracy"} <= set(results)
     lines = (tmp_path / "dev_predictions.txt").read_text().split("\n\n")
     assert lines[0].split("\n")[0].startswith("CRICKET O ")
+    # The reported scores are seqeval's (conlleval rules) on the written predictions.
+    from seqeval.metrics import f1_score
+
+    rows = [[line.split() for line in s.splitlines()] for s in lines if s.strip()]
+    gold, pred = [[r[-2] for r in s] for s in rows], [[r[-1] for r in s] for s in rows]
+    assert sum(map(len, gold)) == 35  # every word of valid.txt
+    assert results["f1"] == pytest.approx(f1_score(gold, pred))
+    hits = [g == p for gs, ps in zip(gold, pred, strict=True) for g, p in zip(gs, ps, strict=True)]
+    assert results["token_accuracy"] == pytest.approx(sum(hits) / len(hits))
 
 
 def test_swag_end_to_end(tiny_hf_dir, tmp_path):
     cfg = _tiny(_config("swag.py"), tiny_hf_dir, FIX / "swag")
     results = runner.finetune(cfg, str(tmp_path))
-    assert 0.0 <= results["accuracy"] <= 1.0
-    assert (tmp_path / "dev_predictions.tsv").read_text().startswith("id\tprediction\n0\t")
+    lines = (tmp_path / "dev_predictions.tsv").read_text().splitlines()
+    assert lines[0] == "id\tprediction" and lines[1].startswith("0\t")
+    with open(FIX / "swag" / "val.csv", newline="") as f:
+        labels = {row[""]: int(row["label"]) for row in csv.DictReader(f)}
+    preds = dict(line.split("\t") for line in lines[1:])
+    assert set(preds) == set(labels)
+    hits = [int(preds[k]) == labels[k] for k in labels]
+    assert results["accuracy"] == pytest.approx(sum(hits) / len(hits))
 
 
 def test_glue_mnli_two_dev_sets_and_submission(tiny_hf_dir, tmp_path):
     cfg = _tiny(_config("glue.py", "mnli"), tiny_hf_dir, FIX / "glue" / "mnli")
     cfg.do_predict = True
     results = runner.finetune(cfg, str(tmp_path))
-    assert {"accuracy_matched", "accuracy_mismatched"} <= set(results)
+    for split in ("matched", "mismatched"):  # the accuracies of the written dev predictions
+        gold = [r.split("\t")[-1] for r in
+                (FIX / "glue" / "mnli" / f"dev_{split}.tsv").read_text().splitlines()[1:]]
+        pred = [r.split("\t")[-1] for r in
+                (tmp_path / f"dev_{split}_predictions.tsv").read_text().splitlines()[1:]]
+        assert len(pred) == len(gold) > 0
+        hits = [g == p for g, p in zip(gold, pred, strict=True)]
+        assert results[f"accuracy_{split}"] == pytest.approx(sum(hits) / len(hits))
     assert (tmp_path / "MNLI-m.tsv").read_text().startswith("index\tprediction\n0\t")
     assert (tmp_path / "MNLI-mm.tsv").exists()
 
@@ -195,3 +218,24 @@ def test_real_minilm_finetune_learns_word_order(minilm_dir, tmp_path):
     results = runner.finetune(cfg, str(tmp_path / "work"))
     assert results["accuracy"] >= info["dev_majority"] + 0.25, (results, info)
     assert results["mcc"] > 0.5
+
+
+def test_new_layers_get_a_truncated_normal_init():
+    """BERT's init for the layers a checkpoint lacks: N(0, 0.02) truncated at 2 std by redrawing
+    (TF's truncated_normal_initializer), whose std is 0.880 x 0.02; clipping instead would put
+    4.6% of the weights exactly on the bounds. Checkpoint layers stay zero until grafted."""
+    import numpy as np
+
+    from bert_jax.config import preset
+    from bert_jax.tasks.train_tasks import ClassificationTask
+
+    task = ClassificationTask(preset("tiny", vocab_size=100, max_position_embeddings=64), 8, 16,
+                              num_labels=3)  # fmt: skip
+    params = runner._fresh_params(task, seed=0, initializer_range=0.02)
+    w = np.concatenate([params["bert"]["pooler"]["kernel"].ravel(),
+                        params["classifier"]["kernel"].ravel()]) / 0.02  # fmt: skip
+    assert np.abs(w).max() < 2.0
+    assert np.mean(np.abs(w) > 1.99) < 0.002  # clipping: ~0.046
+    assert abs(w.std() - 0.880) < 0.02 and abs(w.mean()) < 0.02
+    assert not params["bert"]["encoder"]["layer_0"]["intermediate"]["kernel"].any()
+    assert not params["classifier"]["bias"].any()

@@ -80,6 +80,16 @@ def test_pair_truncation_pops_the_longer_side(tokenizer):
     assert tokens == ["[CLS]", "one", "two", "three", "four", "[SEP]", "nine", "ten", "[SEP]"]
 
 
+def test_glue_empty_second_text_is_a_single_sequence(tokenizer):
+    """run_classifier: a second text without word pieces gives `[CLS] A [SEP]`, cut at L-2."""
+    spec = glue.get_spec("rte")
+    for b in ("", " ", "\u200b", "\x07\x01", "\u0301"):
+        ex = glue.Example("x-0", "one two three four five six seven eight", b, "entailment")
+        ids = glue.featurize(spec, [ex], tokenizer, 8)["input_ids"][0]
+        tokens = tokenizer.convert_ids_to_tokens(ids)
+        assert tokens == ["[CLS]", "one", "two", "three", "four", "five", "six", "[SEP]"], b
+
+
 def test_metrics_match_hand_computed_values():
     labels = np.array([1, 1, 1, 0, 0, 0, 1, 0])
     preds = np.array([1, 1, 0, 0, 0, 1, 1, 0])

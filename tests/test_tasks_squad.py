@@ -49,8 +49,15 @@ def test_exact_match_and_f1_known_values():
     # Counter intersection: 'red' once and 'blue' once in common -> p = r = 2/3.
     assert squad_eval.f1_score("red red blue", "red blue blue") == pytest.approx(2 / 3)
     assert squad_eval.f1_score("nothing", "else") == 0.0
-    assert squad_eval.f1_score("", "") == 1.0  # v2.0: both empty
     assert squad_eval.f1_score("a", "something") == 0.0  # 'a' normalises to empty
+    # Both normalise to "": v1.1 scores F1 0 (nothing overlaps), v2.0 scores 1.
+    assert squad_eval.f1_score("A.", "A") == 0.0 and squad_eval.exact_match("A.", "A") == 1.0
+    assert squad_eval.f1_score_v2("A.", "A") == 1.0 and squad_eval.f1_score_v2("", "x") == 0.0
+
+
+def test_v1_does_not_apply_the_v2_empty_answer_rule():
+    data = _dataset([{"id": "1", "answers": [{"text": "A"}, {"text": "A woman's"}]}])
+    assert squad_eval.evaluate_v1(data, {"1": "A."}) == {"exact_match": 100.0, "f1": 0.0}
 
 
 def _dataset(qas):
@@ -89,6 +96,21 @@ def test_evaluate_v2_noans_and_best_threshold():
     # Sweep: answering nothing scores 1/3; answer a (-3): 2/3; + b (1.0): 2/3; + n: 1/3.
     assert out["best_exact"] == pytest.approx(200 / 3)
     assert out["best_exact_thresh"] == -3.0
+
+
+def test_evaluate_v2_splits_on_raw_answers_and_skips_missing_predictions():
+    data = _dataset(
+        [
+            {"id": "t", "answers": [{"text": "The"}, {"text": "The"}]},  # answerable, golds -> ""
+            {"id": "p", "answers": [{"text": "Paris"}]},
+            {"id": "n", "answers": [], "is_impossible": True},
+            {"id": "m", "answers": [{"text": "Rome"}]},  # no prediction: not counted at all
+        ]
+    )
+    out = squad_eval.evaluate_v2(data, {"t": "", "p": "Paris", "n": "x"})
+    assert out["total"] == 3 and out["exact"] == pytest.approx(200 / 3)
+    assert out["HasAns_total"] == 2 and out["HasAns_exact"] == 100.0  # "" matches gold ""
+    assert out["NoAns_total"] == 1 and out["NoAns_exact"] == 0.0
 
 
 def test_whitespace_split_and_char_map():
@@ -165,20 +187,48 @@ def test_oracle_logits_give_the_exact_original_answers(tokenizer, version, tmp_p
 def test_final_text_projects_onto_original_characters():
     assert squad_predict.final_text("steve smith", "Steve Smith's", True) == "Steve Smith"
     assert squad_predict.final_text("1895", "(1895)", True) == "1895"
+    # A word-final capital sigma lowercases to "ς" (Python's str.lower, as the reference).
+    assert squad_predict.final_text("οδος alike", "ΟΔΟΣ alike;", True) == "ΟΔΟΣ alike"
     # pieces that are not in the original text: the whole original span is returned
     assert squad_predict.final_text("xyz", "Café", True) == "Café"
 
 
-def test_answer_offset_mismatch_is_skipped_and_counted_or_strict_error(tmp_path, tokenizer):
+def _train_with_answer_start(tmp_path, start_of) -> str:
     data = json.loads((FIX / "train-v1.1.json").read_text())
-    qa = data["data"][1]["paragraphs"][0]["qas"][0]
-    qa["answers"][0]["answer_start"] += 3  # "France" no longer at its offset
-    bad = tmp_path / "train.json"
-    bad.write_text(json.dumps(data))
-    examples, stats = squad.read_examples(str(bad), True, False)
+    para = data["data"][1]["paragraphs"][0]
+    answer = para["qas"][0]["answers"][0]  # "France"
+    answer["answer_start"] = start_of(para["context"], answer["answer_start"])
+    path = tmp_path / "train.json"
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def test_answer_start_inside_a_word_is_kept_as_the_reference_or_skipped_on_request(
+    tmp_path, tokenizer
+):
+    path = _train_with_answer_start(tmp_path, lambda context, start: start + 3)
+    examples, stats = squad.read_examples(path, True, False)
+    assert stats.skipped_bad_answer == 0 and len(examples) == 5
+    france = next(ex for ex in examples if ex.qas_id == "q4")
+    # Words from "France." (the offset's word) to "They" (the end offset's word) hold "France".
+    assert france.doc_tokens[france.start_position : france.end_position + 1] == [
+        "France.", "They"
+    ]  # fmt: skip
+    arrays, metas = squad.featurize([france], tokenizer, 64, 24, 16, is_training=True)
+    s, e = arrays["start_positions"][0], arrays["end_positions"][0]
+    assert metas[0].tokens[s : e + 1] == ["france"]  # the tightest span that spells the answer
+    examples, stats = squad.read_examples(path, True, False, skip_misaligned=True)
     assert stats.skipped_bad_answer == 1 and len(examples) == 4
-    with pytest.raises(BertJaxError, match=r"train.json: question q4: answer 'France' does not"):
-        squad.read_examples(str(bad), True, False, strict=True)
+    with pytest.raises(BertJaxError, match=r"train.json: question q4: answer 'France' is not at"):
+        squad.read_examples(path, True, False, strict=True, skip_misaligned=True)
+
+
+def test_unrecoverable_answer_is_skipped_and_counted_or_strict_error(tmp_path):
+    path = _train_with_answer_start(tmp_path, lambda context, start: context.index("Denmark"))
+    examples, stats = squad.read_examples(path, True, False)
+    assert stats.skipped_bad_answer == 1 and len(examples) == 4
+    with pytest.raises(BertJaxError, match=r"train.json: question q4: answer 'France' not reco"):
+        squad.read_examples(path, True, False, strict=True)
 
 
 def test_overlong_question_is_truncated_and_counted(tokenizer):

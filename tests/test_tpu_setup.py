@@ -240,3 +240,27 @@ def test_dry_run_prints_commands_and_calls_nothing(gcloud, args):
                 "--quiet",
             ]
         ]
+
+
+def test_names_that_a_remote_shell_would_read_are_refused(gcloud, tmp_path):
+    """--name reaches the worker's shell (the --detach log) and the wheel name its pip line:
+    both are checked before any gcloud call, and the detach log name is quoted."""
+    proc, calls = gcloud("run", "--name", "x;touch pwned", "--zone", "z", "--workers", "1",
+                         "--detach", "--", "true")  # fmt: skip
+    assert proc.returncode == 2 and calls == []
+    assert proc.stderr.strip().splitlines()[-1].startswith(
+        "tpu.py run: error: argument --name: 'x;touch pwned' is not a TPU name"
+    )
+    wheel = tmp_path / 'bert_jax-0.1.0-py3-none-any.whl";touch pwned;".whl'
+    wheel.write_bytes(b"PK")
+    proc, calls = gcloud("prepare", "--name", "bert", "--zone", "z", "--wheel", str(wheel))
+    assert proc.returncode != 0 and calls == []
+    assert proc.stderr.strip() == f"tpu.py: error: --wheel {wheel}: not a wheel file name " \
+        "(name-version-python-abi-platform.whl, as `python -m build` writes it)"
+
+    proc, calls = gcloud("run", "--name", "bert-1", "--zone", "z", "--workers", "1", "--detach",
+                         "--", "true")  # fmt: skip
+    remote = _flag(calls[0], "command")
+    assert remote.endswith("> ~/bert-jax-logs/bert-1.log 2>&1 < /dev/null & echo started")
+    subprocess.run(["bash", "-n", "-c", remote], check=True)
+    assert not (tmp_path / "pwned").exists()

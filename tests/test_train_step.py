@@ -119,8 +119,36 @@ def test_loop_stops_after_consecutive_nonfinite_steps_keeping_last_checkpoint(tm
     with pytest.raises(BertJaxError, match="3 consecutive steps with non-finite"):
         train(config, task, str(tmp_path), batches=batches(), mesh=_mesh(1, 1, 1))
     ckpt = Checkpointer(tmp_path / "checkpoints")
-    assert ckpt.latest_step() in (2, 4)  # saved every 2 steps; updates after step 2 were skipped
+    # Saved every 2 steps; steps 3-5 were skipped, the third skip (step 5) stops the run.
+    assert ckpt.latest_step() == 4
     ckpt.close()
+
+
+def test_rerun_with_another_config_is_refused_and_config_json_kept(tmp_path):
+    task = _task()
+    model = {"bert": task.bert_config.to_dict()}
+    batches = lambda: (synthetic_batch(task, i) for i in range(100))
+    run = dict(workdir_config=model, mesh=_mesh(1, 1, 1))
+    train(_config(train_steps=2), task, str(tmp_path), batches=batches(), **run)
+    saved = (tmp_path / "config.json").read_text()
+
+    changed = _config(train_steps=2, learning_rate=2e-3, seed=1)
+    with pytest.raises(BertJaxError) as e:
+        train(changed, task, str(tmp_path), batches=batches(), **run)
+    message = str(e.value)
+    assert message.startswith(f"{tmp_path}/config.json: this rerun's config differs")
+    assert "in learning_rate, seed (learning_rate: 0.001 saved, 0.002 now)" in message
+    assert "\n" not in message
+    other = {"bert": dict(model["bert"], hidden_size=64)}
+    with pytest.raises(BertJaxError, match=r"in bert\.hidden_size \(bert\.hidden_size: 128"):
+        train(_config(train_steps=2), task, str(tmp_path), batches=batches(), workdir_config=other,
+              mesh=_mesh(1, 1, 1))  # fmt: skip
+    assert (tmp_path / "config.json").read_text() == saved
+
+    # How often to log or save may change: the rerun resumes (here: already at its last step).
+    result = train(_config(train_steps=2, log_every_steps=7), task, str(tmp_path),
+                   batches=batches(), **run)  # fmt: skip
+    assert int(result.state.step) == 2
 
 
 def test_reference_adam_matches_the_reference_formula():

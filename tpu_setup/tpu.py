@@ -20,6 +20,7 @@ import argparse
 import concurrent.futures
 import datetime
 import pathlib
+import re
 import shlex
 import subprocess
 import sys
@@ -32,6 +33,11 @@ from bert_jax.aot.topology import resolve_slice  # noqa: E402
 from bert_jax.errors import BertJaxError  # noqa: E402
 
 VENV = "~/bert-jax-venv"  # on every worker
+# Cloud TPU names (lower-case letters, digits, hyphens); anything else could not name a TPU, and
+# the name reaches a remote shell (the --detach log file).
+_TPU_NAME = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
+# A wheel file name as PEP 427 spells it: no character a shell or a URL would read specially.
+_WHEEL_NAME = re.compile(r"[A-Za-z0-9_.]+-[A-Za-z0-9_.!+]+(-[A-Za-z0-9_.]+){3,4}\.whl")
 TPU_VM = ["gcloud", "compute", "tpus", "tpu-vm"]
 QUEUED = ["gcloud", "compute", "tpus", "queued-resources"]
 
@@ -64,6 +70,15 @@ def _where(args: argparse.Namespace) -> list[str]:
     if args.project:
         out.append(f"--project={args.project}")
     return out
+
+
+def tpu_name(name: str) -> str:
+    if not _TPU_NAME.fullmatch(name):
+        raise argparse.ArgumentTypeError(
+            f"{name!r} is not a TPU name (lower-case letters, digits and hyphens, starting with a "
+            "letter, at most 63)"
+        )
+    return name
 
 
 def _slice(accelerator_type: str):
@@ -145,10 +160,15 @@ def prepare(args: argparse.Namespace, run: Runner) -> None:
         wheel = pathlib.Path(args.wheel)
         if not run.dry_run and not wheel.is_file():
             raise SystemExit(f"tpu.py: error: --wheel {wheel}: no such file")
+        if not _WHEEL_NAME.fullmatch(wheel.name):
+            raise SystemExit(f"tpu.py: error: --wheel {wheel}: not a wheel file name "
+                             "(name-version-python-abi-platform.whl, as `python -m build` "
+                             "writes it)")  # fmt: skip
         # gcloud's scp is flaky on big slices; retry like levanter's spin-up script does.
         run([*TPU_VM, "scp", str(wheel), f"{args.name}:{wheel.name}", *_where(args),
              "--worker=all"], retries=3)  # fmt: skip
-        # Double quotes so $HOME expands on the worker; wheel names hold no shell characters.
+        # Double quotes so $HOME expands on the worker; the name was checked to hold no shell
+        # (or URL) characters.
         script = setup_script(f'"bert-jax[tpu] @ file://$HOME/{wheel.name}"', args.python)
     else:
         if not (args.git_url and args.commit):
@@ -167,8 +187,8 @@ def remote_command(command: list[str], env: list[str], detach_log: str | None) -
     line = 'env PATH="$HOME/bert-jax-venv/bin:$PATH"'  # $HOME and $PATH expand on the worker
     line += "".join(" " + shlex.quote(kv) for kv in env) + " " + shlex.join(command)
     if detach_log:
-        return (f"mkdir -p ~/bert-jax-logs && nohup {line} > ~/bert-jax-logs/{detach_log} 2>&1 "
-                "< /dev/null & echo started")  # fmt: skip
+        log = "~/bert-jax-logs/" + shlex.quote(detach_log)  # ~ unquoted: it expands on the worker
+        return f"mkdir -p ~/bert-jax-logs && nohup {line} > {log} 2>&1 < /dev/null & echo started"
     return line
 
 
@@ -241,7 +261,7 @@ def parser() -> argparse.ArgumentParser:
 
     def add(name: str, help_: str) -> argparse.ArgumentParser:
         sp = sub.add_parser(name, help=help_)
-        sp.add_argument("--name", required=True, help="TPU VM / queued resource name")
+        sp.add_argument("--name", required=True, type=tpu_name, help="TPU VM / queued resource")
         sp.add_argument("--zone", required=True, help="e.g. us-central2-b (v4), us-east5-a")
         sp.add_argument("--project", default=None, help="default: gcloud's configured project")
         sp.add_argument("--dry-run", action="store_true", help="print the commands, run none")

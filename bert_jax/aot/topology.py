@@ -6,8 +6,9 @@
 
 Naming (Cloud TPU docs): v2/v3/v4/v5p accelerator types count TensorCores (2 per chip), v5e
 (`v5litepod-N`) and v6e count chips. A v3 chip is two JAX devices (one per core, 16 GiB each);
-v4 and v5p chips are one device each (megacore). HBM and peaks are the vendor figures; on a real
-TPU `device.memory_stats()['bytes_limit']` is used instead (see bert_jax.aot.fit).
+v4 and v5p chips are one device each (megacore). HBM is the vendor figure; on a real TPU
+`device.memory_stats()['bytes_limit']` is used instead (see bert_jax.aot.fit). Peak FLOP/s and
+devices per chip come from the one table, bert_jax.accelerators.TPU_CHIPS, that MFU uses too.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import os
 import re
 from typing import Any
 
+from bert_jax.accelerators import TPU_CHIPS, TpuChip
 from bert_jax.errors import BertJaxError
 
 GiB = 1024**3
@@ -29,28 +31,35 @@ class Generation:
     gcloud_prefix: str  # accelerator-type prefix
     counts_cores: bool  # accelerator-type number counts TensorCores (2 per chip), not chips
     dims: int  # 2D torus/mesh or 3D
-    devices_per_chip: int  # JAX devices per chip
     hbm_per_device: int  # bytes
-    peak_flops_per_chip: float  # dense bf16
     runtime_version: str  # TPU VM image (gcloud --version)
-    device_kinds: tuple[str, ...]
+    device_kinds: tuple[str, ...]  # JAX's device_kind; the first is TPU_CHIPS' key
+
+    @property
+    def chip(self) -> TpuChip:
+        return TPU_CHIPS[self.device_kinds[0]]
+
+    @property
+    def devices_per_chip(self) -> int:
+        return self.chip.devices_per_chip
+
+    @property
+    def peak_flops_per_chip(self) -> float:  # dense bf16
+        return self.chip.peak_flops
 
 
 GENERATIONS = {
     g.name: g
     for g in (
-        Generation("v3", "v3", True, 2, 2, 16 * GiB, 123e12, "tpu-ubuntu2204-base", ("TPU v3",)),
-        Generation("v4", "v4", True, 3, 1, 32 * GiB, 275e12, "tpu-ubuntu2204-base", ("TPU v4",)),
+        Generation("v3", "v3", True, 2, 16 * GiB, "tpu-ubuntu2204-base", ("TPU v3",)),
+        Generation("v4", "v4", True, 3, 32 * GiB, "tpu-ubuntu2204-base", ("TPU v4",)),
         Generation(
-            "v5e", "v5litepod", False, 2, 1, 16 * GiB, 197e12, "v2-alpha-tpuv5-lite",
+            "v5e", "v5litepod", False, 2, 16 * GiB, "v2-alpha-tpuv5-lite",
             ("TPU v5 lite", "TPU v5e"),
         ),
+        Generation("v5p", "v5p", True, 3, 95 * GiB, "v2-alpha-tpuv5", ("TPU v5", "TPU v5p")),
         Generation(
-            "v5p", "v5p", True, 3, 1, 95 * GiB, 459e12, "v2-alpha-tpuv5", ("TPU v5", "TPU v5p")
-        ),
-        Generation(
-            "v6e", "v6e", False, 2, 1, 32 * GiB, 918e12, "v2-alpha-tpuv6e",
-            ("TPU v6 lite", "TPU v6e"),
+            "v6e", "v6e", False, 2, 32 * GiB, "v2-alpha-tpuv6e", ("TPU v6 lite", "TPU v6e")
         ),
     )
 }  # fmt: skip
@@ -91,7 +100,7 @@ class TpuSlice:
 
     @property
     def peak_flops_per_device(self) -> float:
-        return self.generation.peak_flops_per_chip / self.generation.devices_per_chip
+        return self.generation.chip.peak_flops_per_device
 
     def _chips_per_host(self) -> tuple[int, tuple[int, int, int] | None]:
         # v5e/v6e slices of up to 8 chips are one host (v5litepod-8 is 2x4 on one VM).

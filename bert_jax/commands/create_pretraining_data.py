@@ -48,6 +48,12 @@ flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum masked LM predictio
 flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
 flags.DEFINE_integer("dupe_factor", 10, "Times to duplicate the input data (different masks).")
 flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
+flags.DEFINE_float(
+    "mask_prob", None, "Of the selected tokens, the fraction set to [MASK] (default 0.8)."
+)
+flags.DEFINE_float(
+    "random_prob", None, "Of the selected tokens, the fraction set to a random token (0.1)."
+)
 flags.DEFINE_float("short_seq_prob", 0.1, "Probability of a shorter-than-maximum target length.")
 
 flags.DEFINE_string("output_dir", None, "Write shard-0000i-of-0000N.tfrecord here (fast mode).")
@@ -110,6 +116,8 @@ def main(argv: list[str]) -> None:
         masked_lm_prob=FLAGS.masked_lm_prob,
         short_seq_prob=FLAGS.short_seq_prob,
         objective=FLAGS.objective,
+        mask_prob=FLAGS.mask_prob,
+        random_prob=FLAGS.random_prob,
         dynamic_masking=FLAGS.dynamic_masking,
         reference_compat=FLAGS.reference_compat,
         num_workers=FLAGS.num_workers,

@@ -29,7 +29,7 @@ import re
 import sysconfig
 from collections.abc import Iterator
 
-from bert_jax.errors import BertJaxError
+from bert_jax.atomic_write import open_atomic
 
 # Test suites, GUI/demo code and files that are code rather than prose.
 _SKIP_DIRS = {
@@ -264,26 +264,17 @@ def write_corpus(
 ) -> dict[str, int | float | str]:
     """Writes the corpus (whole documents, at most `max_bytes` UTF-8 bytes) atomically; returns
     its stats: documents, sentences, bytes, megabytes, path."""
-    path = pathlib.Path(path)
-    tmp = path.with_name(path.name + ".tmp")
     documents = sentences = size = 0
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-            for doc in iter_documents(max_documents=max_documents, packages=packages):
-                text = ("\n" if documents else "") + "\n".join(doc) + "\n"
-                nbytes = len(text.encode("utf-8"))
-                if max_bytes is not None and size + nbytes > max_bytes:
-                    break
-                f.write(text)
-                documents += 1
-                sentences += len(doc)
-                size += nbytes
-        os.replace(tmp, path)
-    except OSError as e:
-        raise BertJaxError(f"{path}: cannot write the corpus: {e.strerror or e}") from None
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    with open_atomic(path) as f:
+        for doc in iter_documents(max_documents=max_documents, packages=packages):
+            text = ("\n" if documents else "") + "\n".join(doc) + "\n"
+            nbytes = len(text.encode("utf-8"))
+            if max_bytes is not None and size + nbytes > max_bytes:
+                break
+            f.write(text)
+            documents += 1
+            sentences += len(doc)
+            size += nbytes
     return {
         "path": str(path),
         "documents": documents,

@@ -39,8 +39,8 @@ def masking_spec(vocab: Vocab, rule: TokenMasking, cfg: InstanceConfig) -> Maski
         vocab_size=int(vocab.vocab_ids.max()) + 1,
         special_ids=(vocab.cls_id, vocab.sep_id),
         masked_lm_prob=cfg.masked_lm_prob,
-        mask_prob=rule.mask_prob,
-        random_prob=rule.random_prob,
+        mask_prob=rule.mask_prob if cfg.mask_prob is None else cfg.mask_prob,
+        random_prob=rule.random_prob if cfg.random_prob is None else cfg.random_prob,
         continuation_ids=tuple(np.flatnonzero(vocab.is_continuation).tolist()),
         whole_word=cfg.do_whole_word_mask,
     )

@@ -33,6 +33,9 @@ class InstanceConfig:
     do_whole_word_mask: bool = False
     objective: str = "mlm_nsp"  # a bert_jax.objectives name
     dynamic_masking: bool = False  # write unmasked instances; masks are drawn at training time
+    # The split of the selected tokens (Table 8 of the paper); None = the objective's own.
+    mask_prob: float | None = None  # -> [MASK]
+    random_prob: float | None = None  # -> a random token (the rest keep their token)
 
 
 @dataclasses.dataclass(frozen=True)

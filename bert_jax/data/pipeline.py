@@ -66,6 +66,12 @@ def check_config(cfg: InstanceConfig, dupe_factor: int) -> None:
         raise BertJaxError(f"--short_seq_prob={cfg.short_seq_prob}: must be in [0, 1]")
     if dupe_factor < 1:
         raise BertJaxError(f"--dupe_factor={dupe_factor}: must be >= 1")
+    mask_prob, random_prob = cfg.mask_prob or 0.0, cfg.random_prob or 0.0
+    if not (0.0 <= mask_prob <= 1.0 and 0.0 <= random_prob <= 1.0) or mask_prob + random_prob > 1:
+        raise BertJaxError(
+            f"--mask_prob={cfg.mask_prob} --random_prob={cfg.random_prob}: each must be in "
+            "[0, 1] and their sum at most 1 (the rest of the selected tokens stay unchanged)"
+        )
     wanted = round(cfg.max_seq_length * cfg.masked_lm_prob)
     if not cfg.dynamic_masking and cfg.max_predictions_per_seq < wanted:
         log.warning(
@@ -238,6 +244,8 @@ def create_pretraining_data(
     masked_lm_prob: float = 0.15,
     short_seq_prob: float = 0.1,
     objective: str = "nsp",
+    mask_prob: float | None = None,
+    random_prob: float | None = None,
     dynamic_masking: bool = False,
     reference_compat: bool = False,
     num_workers: int = 1,
@@ -264,6 +272,8 @@ def create_pretraining_data(
         do_whole_word_mask=do_whole_word_mask,
         objective=spec.name,
         dynamic_masking=dynamic_masking or spec.masking is None,
+        mask_prob=mask_prob,
+        random_prob=random_prob,
     )
     check_config(cfg, dupe_factor)
     if output_files is None:
@@ -275,6 +285,8 @@ def create_pretraining_data(
     stats_dir = epath.Path(output_dir) if output_dir else epath.Path(output_files[0]).parent
     if reference_compat and (spec.pairing != "sentence_pairs" or runner != "local"):
         raise BertJaxError("--reference_compat supports only --objective=nsp and the local runner")
+    if reference_compat and (mask_prob, random_prob) not in ((None, None), (0.8, 0.1)):
+        raise BertJaxError("--reference_compat masks 80/10/10 as the reference: drop --mask_prob")
     settings = Settings(
         vocab_file=str(vocab_file),
         cfg=cfg,

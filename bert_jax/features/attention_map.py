@@ -6,6 +6,7 @@ import os
 
 import numpy as np
 
+from bert_jax.atomic_write import open_atomic
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
 from bert_jax.model import BertModel
@@ -52,11 +53,8 @@ def plot_attention(
     ax.set_title(title)
     fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     fig.tight_layout()
-    tmp = f"{output_file}.tmp-{os.getpid()}.png"
     try:
-        fig.savefig(tmp, dpi=120)
-        os.replace(tmp, output_file)
+        with open_atomic(output_file, binary=True) as f:
+            fig.savefig(f, format="png", dpi=120)
     finally:
         plt.close(fig)
-        if os.path.exists(tmp):
-            os.remove(tmp)

@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bert_jax.atomic_write import open_atomic
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
 from bert_jax.model import BertModel
@@ -147,14 +148,8 @@ def extract_to_file(
             f"{config.max_position_embeddings} of the model"
         )
     features = featurize(read_examples(input_file), max_seq_length, tokenizer)
-    tmp = f"{output_file}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "w") as f:
-            for feat, values in layer_outputs(config, bert_params, features, layer_indexes,
-                                              batch_size):  # fmt: skip
-                f.write(to_json(feat, values, layer_indexes) + "\n")
-        os.replace(tmp, output_file)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    with open_atomic(output_file) as f:
+        for feat, values in layer_outputs(config, bert_params, features, layer_indexes,
+                                          batch_size):  # fmt: skip
+            f.write(to_json(feat, values, layer_indexes) + "\n")
     return len(features)

@@ -4,29 +4,39 @@ from __future__ import annotations
 
 import json
 import os
-import pathlib
-import shutil
 import tempfile
 from collections.abc import Callable
 
 import numpy as np
+from etils import epath
 
+from bert_jax.atomic_write import is_local, write_bytes_atomic, write_json_atomic
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
+from bert_jax.interop import hf_configs
 from bert_jax.interop.assemble import assemble
-from bert_jax.interop.names import Weight, get_path, present_groups, weights
+from bert_jax.interop.names import HF_BUFFERS, Weight, get_path, hf_family, present_groups, weights
 from bert_jax.model import unstack_layers
 
 # Old PyTorch-ported checkpoints used TF's LayerNorm names; both spellings are accepted.
 _LEGACY = {".LayerNorm.weight": ".LayerNorm.gamma", ".LayerNorm.bias": ".LayerNorm.beta"}
-# Buffers and tied copies that carry no weights of their own.
-_DERIVED = ("embeddings.position_ids", "cls.predictions.decoder.weight")
 
 
-def _open_weights(path: pathlib.Path) -> tuple[str, dict[str, tuple[int, ...]], Callable]:
-    """(name for messages, key -> shape, key -> array) over model.safetensors or its shards."""
+def _safe_open(path: epath.Path):
+    """safetensors memory-maps a local file; a gs:// one is first copied to a local temporary
+    file, which is unlinked at once (the mapping keeps its pages)."""
     from safetensors import safe_open
 
+    if is_local(path):
+        return safe_open(str(path), framework="flax")
+    with tempfile.NamedTemporaryFile(suffix=".safetensors") as tmp:
+        tmp.write(path.read_bytes())
+        tmp.flush()
+        return safe_open(tmp.name, framework="flax")
+
+
+def _open_weights(path: epath.Path) -> tuple[str, dict[str, tuple[int, ...]], Callable]:
+    """(name for messages, key -> shape, key -> array) over model.safetensors or its shards."""
     single, index = path / "model.safetensors", path / "model.safetensors.index.json"
     if single.exists():
         files = {single.name: None}
@@ -47,7 +57,7 @@ def _open_weights(path: pathlib.Path) -> tuple[str, dict[str, tuple[int, ...]], 
     for name in files:
         try:
             # "flax" rather than "np": numpy has no bfloat16, and some checkpoints are stored in it.
-            handles[name] = handle = safe_open(str(path / name), framework="flax")
+            handles[name] = handle = _safe_open(path / name)
             for key in handle.keys():  # noqa: SIM118 (not iterable)
                 shapes[key] = tuple(handle.get_slice(key).get_shape())
                 owner[key] = name
@@ -65,34 +75,33 @@ def _open_weights(path: pathlib.Path) -> tuple[str, dict[str, tuple[int, ...]], 
 
 
 def read_hf_dir(
-    path: pathlib.Path, config: BertConfig | None = None
+    path: epath.Path, config: BertConfig | None = None
 ) -> tuple[BertConfig, dict, tuple[str, ...], list[str]]:
-    """(config, params, groups present, ignored keys) from a Hugging Face BERT directory;
-    `config` overrides its config.json."""
+    """(config, params, groups present, ignored keys) from a Hugging Face directory of a BERT-family
+    model (`names.HF_FAMILIES`); `config` overrides its config.json."""
     source, shapes, read_tensor = _open_weights(path)
     config_file = path / "config.json"
     if config is None:
         if not config_file.exists():
             raise BertJaxError(f"{path}: no config.json next to the safetensors weights")
-        with open(config_file) as f:
-            try:
-                raw = json.load(f)
-            except json.JSONDecodeError as e:
-                raise BertJaxError(f"{config_file}: not valid JSON ({e})") from None
-        for arch in raw.get("architectures") or []:
-            if not arch.startswith("Bert"):
-                raise BertJaxError(f"{config_file}: architecture {arch!r} is not a BERT model")
-        config = BertConfig.from_dict(raw, source=str(config_file))
-    prefix = "bert." if "bert.embeddings.word_embeddings.weight" in shapes else ""
+        try:
+            raw = json.loads(config_file.read_text())
+        except json.JSONDecodeError as e:
+            raise BertJaxError(f"{config_file}: not valid JSON ({e})") from None
+        config = hf_configs.config_from_hf(raw, str(config_file))
+    naming = hf_family(config.family)
+    base = naming.prefix + "."  # a bare base model (BertModel, ...) saves its names without it
+    prefix = base if f"{base}embeddings.word_embeddings.weight" in shapes else ""
     names = {k: k for k in shapes}
     for new, old in _LEGACY.items():
         names.update({k.replace(old, new): k for k in shapes if k.endswith(old)})
-    if "cls.predictions.bias" not in names and "cls.predictions.decoder.bias" in names:
-        names["cls.predictions.bias"] = "cls.predictions.decoder.bias"
+    for name, alias in naming.aliases:  # the tied decoder's copy of the MLM bias
+        if name not in names and alias in names:
+            names[name] = alias
 
     def key_of(w: Weight) -> str:
         name = w.hf_name
-        return prefix + name[len("bert.") :] if name.startswith("bert.") else name
+        return prefix + name[len(base) :] if name.startswith(base) else name
 
     params, groups = assemble(
         config,
@@ -103,15 +112,15 @@ def read_hf_dir(
         hf_layout=True,
     )
     used = {names[key_of(w)] for w in weights(config) if w.group in groups}
-    ignored = sorted(k for k in shapes if k not in used and not k.endswith(_DERIVED))
+    derived = (*HF_BUFFERS, *naming.tied)  # carry no weights of their own
+    ignored = sorted(k for k in shapes if k not in used and not k.endswith(derived))
     return config, params, groups, ignored
 
 
-def guess_do_lower_case(path: pathlib.Path) -> bool | None:
+def guess_do_lower_case(path: epath.Path) -> bool | None:
     try:
-        with open(path / "tokenizer_config.json") as f:
-            value = json.load(f).get("do_lower_case")
-    except (OSError, json.JSONDecodeError):
+        value = json.loads((path / "tokenizer_config.json").read_text()).get("do_lower_case")
+    except (OSError, json.JSONDecodeError, AttributeError):
         return None
     return value if isinstance(value, bool) else None
 
@@ -122,20 +131,22 @@ def export_hf(
     output_dir: str | os.PathLike,
     vocab_file: str | os.PathLike | None = None,
     do_lower_case: bool | None = None,
-) -> pathlib.Path:
-    """Write config.json + model.safetensors (+ vocab.txt) loadable by transformers' BertModel and,
-    when both heads are present, BertForPreTraining (BertForMaskedLM with only the MLM head)."""
+) -> epath.Path:
+    """Write config.json + model.safetensors (+ vocab.txt) loadable by transformers' class for
+    `config.family` and the heads present (`hf_configs.ARCHITECTURES`: e.g. BertForPreTraining
+    with MLM and NSP, BertForMaskedLM with only MLM, BertModel with neither)."""
     from flax.core import meta
-    from safetensors.numpy import save_file
+    from safetensors.numpy import save
 
     params = unstack_layers(meta.unbox(params))
     params = params.get("params", params)
     groups = present_groups(params, config)
     if "encoder" not in groups:
         raise BertJaxError("export_hf: the parameters hold no complete BERT encoder")
+    arch, holds = hf_configs.architecture(config, groups)
     tensors = {}
     for w in weights(config):
-        if w.group not in groups:
+        if w.group not in groups or w.group not in {"encoder", *holds}:
             continue
         x = np.asarray(get_path(params, w.path), dtype=np.float32)
         if x.shape != w.our_shape:
@@ -143,31 +154,24 @@ def export_hf(
                                f"config says {w.our_shape}")  # fmt: skip
         x = w.from_ours(x)
         tensors[w.hf_name] = np.ascontiguousarray(x.T if w.hf_transposed else x)
-    if {"mlm", "nsp"} <= set(groups):
-        arch = "BertForPreTraining"
-    elif "mlm" in groups:
-        arch = "BertForMaskedLM"
-    else:  # the bare encoder is stored without the "bert." prefix, as BertModel saves it
-        arch = "BertModel"
-        tensors = {k.removeprefix("bert."): v for k, v in tensors.items()}
-    hf_config = {**config.to_hf_dict(), "architectures": [arch], "tie_word_embeddings": True}
+    if arch.endswith("Model"):  # the bare encoder is stored without the prefix, as it saves
+        base = hf_family(config.family).prefix + "."
+        tensors = {k.removeprefix(base): v for k, v in tensors.items()}
+    hf_config = hf_configs.hf_config(config, arch)
 
-    out = pathlib.Path(output_dir)
+    out = epath.Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    # Everything is written under temporary names first, so a failure leaves no partial model.
-    with tempfile.TemporaryDirectory(dir=out, prefix=".tmp-export-") as tmp:
-        tmp = pathlib.Path(tmp)
-        save_file(tensors, str(tmp / "model.safetensors"), metadata={"format": "pt"})
-        (tmp / "config.json").write_text(json.dumps(hf_config, indent=2, sort_keys=True) + "\n")
-        if vocab_file is not None:
-            shutil.copyfile(vocab_file, tmp / "vocab.txt")
-            tok = {
-                "tokenizer_class": "BertTokenizer",
-                "model_max_length": config.max_position_embeddings,
-            }
-            if do_lower_case is not None:
-                tok["do_lower_case"] = do_lower_case
-            (tmp / "tokenizer_config.json").write_text(json.dumps(tok, indent=2) + "\n")
-        for f in sorted(tmp.iterdir()):
-            os.replace(f, out / f.name)
+    # Each file is written whole or not at all, config.json last: a directory that has it is
+    # complete (local or gs://).
+    write_bytes_atomic(out / "model.safetensors", save(tensors, metadata={"format": "pt"}))
+    if vocab_file is not None:
+        write_bytes_atomic(out / "vocab.txt", epath.Path(vocab_file).read_bytes())
+        tok = {
+            "tokenizer_class": "BertTokenizer",
+            "model_max_length": config.max_position_embeddings,
+        }
+        if do_lower_case is not None:
+            tok["do_lower_case"] = do_lower_case
+        write_json_atomic(out / "tokenizer_config.json", tok)
+    write_json_atomic(out / "config.json", hf_config, sort_keys=True)
     return out

@@ -1,8 +1,13 @@
-"""One table mapping every BERT weight between our Flax tree and the two checkpoint layouts.
+"""One table mapping every weight of the encoder family between our Flax tree and the checkpoint
+layouts: the reference's TF names and Hugging Face's names for each family.
 
-The reference's TF variable names and TF layouts (dense kernels `[in,
-out]`) are the canonical form: our tree differs only by reshapes (per-head attention kernels) and
-the NSP transpose; Hugging Face names differ by punctuation, and its Linear weights are `[out, in]`.
+The reference's TF variable names and TF layouts (dense kernels `[in, out]`) are the canonical
+form: our tree differs only by reshapes (per-head attention kernels) and the NSP transpose. Hugging
+Face's BERT names differ by punctuation, and its Linear weights are `[out, in]`; the other
+families' names are renames of BERT's (`HF_FAMILIES`). Weights that BERT does not have get
+canonical names in the same style: the embedding projection is ALBERT's TF name
+`bert/encoder/embedding_hidden_mapping_in`, shared layers live under `bert/encoder/shared/`, the
+replaced-token head is ELECTRA's `discriminator_predictions/`.
 """
 
 from __future__ import annotations
@@ -14,18 +19,110 @@ from typing import Any
 import numpy as np
 
 from bert_jax.config import BertConfig
+from bert_jax.errors import BertJaxError
+from bert_jax.model.encoder import SHARED_HALVES
 
 # Head groups a checkpoint may or may not carry. The encoder is always required.
-GROUPS = ("encoder", "pooler", "mlm", "nsp")
+GROUPS = ("encoder", "pooler", "mlm", "nsp", "rtd")
+
+
+@dataclasses.dataclass(frozen=True)
+class HfFamily:
+    """How a family's Hugging Face checkpoints name the weights."""
+
+    prefix: str  # the base model's attribute in the *For* classes ("bert", "roberta", ...)
+    renames: tuple[tuple[str, str], ...]  # regex substitutions applied to BERT's HF names in order
+    tied: tuple[str, ...] = ()  # copies of other weights (the tied decoder): never read
+    aliases: tuple[tuple[str, str], ...] = ()  # (name, another spelling of the same tensor)
+
+
+_ALBERT_LAYER = "albert.encoder.albert_layer_groups.0.albert_layers.0."
+HF_FAMILIES: dict[str, HfFamily] = {
+    "bert": HfFamily(
+        "bert",
+        (),
+        tied=("cls.predictions.decoder.weight",),
+        aliases=(("cls.predictions.bias", "cls.predictions.decoder.bias"),),
+    ),
+    "roberta": HfFamily(
+        "roberta",
+        (
+            (r"^bert\.", "roberta."),
+            (r"^cls\.predictions\.transform\.dense\.", "lm_head.dense."),
+            (r"^cls\.predictions\.transform\.LayerNorm\.", "lm_head.layer_norm."),
+            (r"^cls\.predictions\.bias$", "lm_head.bias"),
+        ),
+        tied=("lm_head.decoder.weight", "lm_head.decoder.bias"),
+        aliases=(("lm_head.bias", "lm_head.decoder.bias"),),
+    ),
+    "albert": HfFamily(
+        "albert",
+        (
+            (r"^bert\.encoder\.shared\.", _ALBERT_LAYER),
+            (r"\.attention\.self\.", ".attention."),
+            (r"\.attention\.output\.dense\.", ".attention.dense."),
+            (r"\.attention\.output\.LayerNorm\.", ".attention.LayerNorm."),
+            (r"\.intermediate\.dense\.", ".ffn."),
+            (r"\.output\.dense\.", ".ffn_output."),
+            (r"\.output\.LayerNorm\.", ".full_layer_layer_norm."),
+            (r"^bert\.pooler\.dense\.", "albert.pooler."),
+            (r"^bert\.", "albert."),
+            (r"^cls\.predictions\.transform\.", "predictions."),
+            (r"^cls\.predictions\.bias$", "predictions.bias"),
+            (r"^cls\.seq_relationship\.", "sop_classifier.classifier."),
+        ),
+        tied=("predictions.decoder.weight", "predictions.decoder.bias"),
+        aliases=(("predictions.bias", "predictions.decoder.bias"),),
+    ),
+    "electra": HfFamily(
+        "electra",
+        (
+            (r"^bert\.encoder\.embedding_hidden_mapping_in\.", "electra.embeddings_project."),
+            (r"^bert\.", "electra."),
+            (r"^cls\.predictions\.transform\.", "generator_predictions."),
+            (r"^cls\.predictions\.bias$", "generator_lm_head.bias"),
+        ),
+        tied=("generator_lm_head.weight",),
+    ),
+    "distilbert": HfFamily(
+        "distilbert",
+        (
+            (r"^bert\.encoder\.layer\.", "distilbert.transformer.layer."),
+            (r"\.attention\.self\.query\.", ".attention.q_lin."),
+            (r"\.attention\.self\.key\.", ".attention.k_lin."),
+            (r"\.attention\.self\.value\.", ".attention.v_lin."),
+            (r"\.attention\.output\.dense\.", ".attention.out_lin."),
+            (r"\.attention\.output\.LayerNorm\.", ".sa_layer_norm."),
+            (r"\.intermediate\.dense\.", ".ffn.lin1."),
+            (r"\.output\.dense\.", ".ffn.lin2."),
+            (r"\.output\.LayerNorm\.", ".output_layer_norm."),
+            (r"^bert\.", "distilbert."),
+            (r"^cls\.predictions\.transform\.dense\.", "vocab_transform."),
+            (r"^cls\.predictions\.transform\.LayerNorm\.", "vocab_layer_norm."),
+            (r"^cls\.predictions\.bias$", "vocab_projector.bias"),
+        ),
+        tied=("vocab_projector.weight",),
+    ),
+}
+# Non-persistent buffers that older transformers versions saved.
+HF_BUFFERS = ("embeddings.position_ids", "embeddings.token_type_ids")
+
+
+def hf_family(family: str) -> HfFamily:
+    if family not in HF_FAMILIES:
+        raise BertJaxError(f"family {family!r} has no Hugging Face names; known: "
+                           f"{', '.join(HF_FAMILIES)}")  # fmt: skip
+    return HF_FAMILIES[family]
 
 
 @dataclasses.dataclass(frozen=True)
 class Weight:
     tf_name: str  # e.g. bert/encoder/layer_3/attention/self/query/kernel
-    path: tuple[str, ...]  # into our (looped, unboxed) BertForPreTraining params
+    path: tuple[str, ...]  # into our (looped, unboxed) pretraining-model params
     tf_shape: tuple[int, ...]
     our_shape: tuple[int, ...]
     group: str
+    family: str = "bert"  # whose Hugging Face name `hf_name` gives
 
     def to_ours(self, x_tf: np.ndarray) -> np.ndarray:
         if self.tf_name.endswith("seq_relationship/output_weights"):
@@ -39,7 +136,7 @@ class Weight:
 
     @property
     def hf_name(self) -> str:
-        return hf_name(self.tf_name)
+        return hf_name(self.tf_name, self.family)
 
     @property
     def hf_transposed(self) -> bool:
@@ -51,7 +148,7 @@ class Weight:
         return self.tf_shape[::-1] if self.hf_transposed else self.tf_shape
 
 
-def hf_name(tf_name: str) -> str:
+def hf_name(tf_name: str, family: str = "bert") -> str:
     name = re.sub(r"layer_(\d+)", r"layer.\1", tf_name)
     name = name.replace("cls/predictions/output_bias", "cls/predictions/bias")
     name = name.replace("seq_relationship/output_weights", "seq_relationship/weight")
@@ -60,37 +157,33 @@ def hf_name(tf_name: str) -> str:
     name = re.sub(r"/beta$", "/bias", name)
     if name.endswith("_embeddings"):
         name += "/weight"
-    return name.replace("/", ".")
+    name = name.replace("/", ".")
+    for pattern, replacement in hf_family(family).renames:
+        name = re.sub(pattern, replacement, name)
+    return name
 
 
 def weights(config: BertConfig) -> list[Weight]:
-    """Every weight of BertForPreTraining for `config`, in the reference's order."""
+    """Every weight of the pretraining model for `config` (encoder, pooler, and the mlm, nsp and
+    rtd heads), in the reference's order, named for `config.family`."""
     d, i, n = config.hidden_size, config.intermediate_size, config.num_attention_heads
+    e = config.embed_dim
     hk = (n, d // n)
     out: list[Weight] = []
 
     def add(tf_name, path, tf_shape, our_shape=None, group="encoder"):
-        out.append(Weight(tf_name, tuple(path), tf_shape, our_shape or tf_shape, group))
+        w = Weight(tf_name, tuple(path), tf_shape, our_shape or tf_shape, group, config.family)
+        out.append(w)
 
-    def layer_norm(tf_scope, path, group="encoder"):
-        add(f"{tf_scope}/LayerNorm/gamma", (*path, "scale"), (d,), group=group)
-        add(f"{tf_scope}/LayerNorm/beta", (*path, "bias"), (d,), group=group)
+    def layer_norm(tf_scope, path, group="encoder", width=d):
+        add(f"{tf_scope}/LayerNorm/gamma", (*path, "scale"), (width,), group=group)
+        add(f"{tf_scope}/LayerNorm/beta", (*path, "bias"), (width,), group=group)
 
     def dense(tf_scope, path, n_in, n_out, group="encoder"):
         add(f"{tf_scope}/kernel", (*path, "kernel"), (n_in, n_out), group=group)
         add(f"{tf_scope}/bias", (*path, "bias"), (n_out,), group=group)
 
-    emb = ("bert", "embeddings")
-    add("bert/embeddings/word_embeddings", (*emb, "word_embeddings", "embedding"),
-        (config.vocab_size, d))  # fmt: skip
-    add("bert/embeddings/token_type_embeddings", (*emb, "token_type_embeddings", "embedding"),
-        (config.type_vocab_size, d))  # fmt: skip
-    add("bert/embeddings/position_embeddings", (*emb, "position_embeddings", "embedding"),
-        (config.max_position_embeddings, d))  # fmt: skip
-    layer_norm("bert/embeddings", (*emb, "layer_norm"))
-    for layer in range(config.num_hidden_layers):
-        tf = f"bert/encoder/layer_{layer}"
-        ours = ("bert", "encoder", f"layer_{layer}")
+    def attention_half(tf, ours):
         for qkv in ("query", "key", "value"):
             add(f"{tf}/attention/self/{qkv}/kernel", (*ours, "attention", qkv, "kernel"),
                 (d, d), (d, *hk))  # fmt: skip
@@ -99,17 +192,45 @@ def weights(config: BertConfig) -> list[Weight]:
             (d, d), (*hk, d))  # fmt: skip
         add(f"{tf}/attention/output/dense/bias", (*ours, "attention", "output", "bias"), (d,))
         layer_norm(f"{tf}/attention/output", (*ours, "attention_layer_norm"))
+
+    def ffn_half(tf, ours):
         dense(f"{tf}/intermediate/dense", (*ours, "intermediate"), d, i)
         dense(f"{tf}/output/dense", (*ours, "output"), i, d)
         layer_norm(f"{tf}/output", (*ours, "output_layer_norm"))
-    dense("bert/pooler/dense", ("bert", "pooler"), d, d, group="pooler")
-    dense("cls/predictions/transform/dense", ("predictions", "transform"), d, d, group="mlm")
-    layer_norm("cls/predictions/transform", ("predictions", "transform_layer_norm"), group="mlm")
+
+    halves = {"attention": attention_half, "ffn": ffn_half}
+    emb = ("bert", "embeddings")
+    add("bert/embeddings/word_embeddings", (*emb, "word_embeddings", "embedding"),
+        (config.vocab_size, e))  # fmt: skip
+    if config.type_vocab_size:
+        add("bert/embeddings/token_type_embeddings", (*emb, "token_type_embeddings", "embedding"),
+            (config.type_vocab_size, e))  # fmt: skip
+    add("bert/embeddings/position_embeddings", (*emb, "position_embeddings", "embedding"),
+        (config.max_position_embeddings, e))  # fmt: skip
+    layer_norm("bert/embeddings", (*emb, "layer_norm"), width=e)
+    if config.embedding_size is not None:
+        dense("bert/encoder/embedding_hidden_mapping_in", (*emb, "projection"), e, d)
+    shared = SHARED_HALVES[config.share_layers]
+    for half in shared:
+        halves[half]("bert/encoder/shared", ("bert", "encoder", "shared"))
+    for layer in range(config.num_hidden_layers):
+        for half, add_half in halves.items():
+            if half not in shared:
+                add_half(f"bert/encoder/layer_{layer}", ("bert", "encoder", f"layer_{layer}"))
+    if config.pooler:
+        dense("bert/pooler/dense", ("bert", "pooler"), d, d, group="pooler")
+    dense("cls/predictions/transform/dense", ("predictions", "transform"), d, e, group="mlm")
+    layer_norm("cls/predictions/transform", ("predictions", "transform_layer_norm"), group="mlm",
+               width=e)  # fmt: skip
     add("cls/predictions/output_bias", ("predictions", "output_bias"), (config.vocab_size,),
         group="mlm")  # fmt: skip
-    add("cls/seq_relationship/output_weights", ("seq_relationship", "kernel"), (2, d), (d, 2),
-        group="nsp")  # fmt: skip
-    add("cls/seq_relationship/output_bias", ("seq_relationship", "bias"), (2,), group="nsp")
+    if config.pooler:
+        add("cls/seq_relationship/output_weights", ("seq_relationship", "kernel"), (2, d), (d, 2),
+            group="nsp")  # fmt: skip
+        add("cls/seq_relationship/output_bias", ("seq_relationship", "bias"), (2,), group="nsp")
+    rtd = ("discriminator_predictions", "discriminator")
+    dense(f"{rtd[0]}/dense", (rtd[1], "transform"), d, d, group="rtd")
+    dense(f"{rtd[0]}/dense_prediction", (rtd[1], "prediction"), d, 1, group="rtd")
     return out
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import pathlib
 from typing import Any
 
 import jax
 import numpy as np
+from etils import epath
 from flax.core import meta
 
 from bert_jax.checkpoint import restore_params
@@ -26,20 +26,22 @@ class Pretrained:
 
     `params` is unboxed, in the looped layout (`encoder/layer_i`; `stack_layers` for scan_layers),
     and holds `bert` plus whichever heads the checkpoint had: `heads` is a subset of
-    ("pooler", "mlm", "nsp"). Without "nsp" use `BertForPreTraining(config, use_nsp=False)`; with
-    only the pooler (a bare BertModel checkpoint) apply `BertModel` to `params["bert"]`.
+    ("pooler", "mlm", "nsp", "rtd"). Without "nsp" use `BertForPreTraining(config, use_nsp=False)`;
+    with "rtd" (an ELECTRA discriminator) `BertForReplacedTokenDetection(config)`; with only the
+    pooler (a bare base model) apply `BertModel` to `params["bert"]`. `config.family` says which
+    of the BERT family it is.
     """
 
     config: BertConfig
     params: dict
     heads: tuple[str, ...]
-    vocab_file: pathlib.Path | None = None
+    vocab_file: epath.Path | None = None
     do_lower_case: bool | None = None
     source: str = ""
     ignored: tuple[str, ...] = ()  # checkpoint variables that are not BERT weights (e.g. a head)
 
 
-def _existing(path: pathlib.Path | None) -> pathlib.Path | None:
+def _existing(path: epath.Path | None) -> epath.Path | None:
     return path if path is not None and path.exists() else None
 
 
@@ -49,9 +51,10 @@ def load_pretrained(
     vocab_file: str | os.PathLike | None = None,
 ) -> Pretrained:
     """Load a Hugging Face directory, a TF checkpoint prefix (or the directory holding
-    bert_model.ckpt.*), or a bert-jax workdir (a directory with `checkpoints/`)."""
-    path = pathlib.Path(path)
-    vocab = pathlib.Path(vocab_file) if vocab_file else None
+    bert_model.ckpt.*), or a bert-jax workdir (a directory with `checkpoints/`). Paths are local
+    or anything etils.epath opens (gs://)."""
+    path = epath.Path(path)
+    vocab = epath.Path(vocab_file) if vocab_file else None
     if vocab is not None and not vocab.exists():
         raise BertJaxError(f"{vocab}: no such vocab file")
     if path.is_dir() and (path / "checkpoints").is_dir():
@@ -74,7 +77,7 @@ def load_pretrained(
             f"{path}: not found as a Hugging Face dir, a TF checkpoint prefix "
             f"(expected {path}.index) or a bert-jax workdir"
         )
-    config_file = pathlib.Path(bert_config_file or prefix.parent / "bert_config.json")
+    config_file = epath.Path(bert_config_file or prefix.parent / "bert_config.json")
     config = BertConfig.from_json_file(config_file)
     params, groups, ignored = tf_ckpt.read_tf_checkpoint(prefix, config)
     return Pretrained(
@@ -88,7 +91,7 @@ def load_pretrained(
     )
 
 
-def _load_workdir(path: pathlib.Path, vocab: pathlib.Path | None) -> Pretrained:
+def _load_workdir(path: epath.Path, vocab: epath.Path | None) -> Pretrained:
     config, params = restore_params(path)
     params = unstack_layers(meta.unbox(params))
     params = params.get("params", params)
@@ -152,4 +155,4 @@ def _copy_into(target: Any, source: Any, path: str) -> Any:
             f"graft_encoder: {path} has shape {tuple(value.shape)} in the checkpoint, "
             f"{tuple(target.shape)} in the task model"
         )
-    return jax.numpy.asarray(value, dtype=target.dtype)
+    return np.asarray(value, dtype=target.dtype)  # on the host: the trainer places the shards

@@ -9,6 +9,8 @@ from __future__ import annotations
 import pathlib
 import re
 
+from etils import epath
+
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
 from bert_jax.interop.assemble import assemble
@@ -21,11 +23,12 @@ _UNCASED_DIR = re.compile(r"uncased_L-\d+_H-\d+_A-\d+|multilingual_L-12|chinese_
 
 
 def is_tf_checkpoint(prefix: pathlib.Path) -> bool:
-    return pathlib.Path(f"{prefix}.index").exists()
+    return epath.Path(f"{prefix}.index").exists()
 
 
 def guess_do_lower_case(prefix: pathlib.Path) -> bool | None:
-    name = prefix.resolve().parent.name
+    # resolve() would turn gs://b/x into a local path; only a relative local prefix needs it.
+    name = (prefix if "://" in str(prefix) else pathlib.Path(prefix).resolve()).parent.name
     if _UNCASED_DIR.search(name):
         return True
     if _CASED_DIR.search(name):

@@ -1,10 +1,12 @@
-"""Pure Flax Linen BERT: encoder, heads, and layout helpers."""
+"""Pure Flax Linen BERT: encoder, heads, family presets and layout helpers."""
 
 from bert_jax.model.bert import BertModel, BertOutput
+from bert_jax.model.families import FAMILIES, family_config
 from bert_jax.model.heads import (
     BertForMultipleChoice,
     BertForPreTraining,
     BertForQuestionAnswering,
+    BertForReplacedTokenDetection,
     BertForSequenceClassification,
     BertForTokenClassification,
     PretrainingOutput,
@@ -12,14 +14,17 @@ from bert_jax.model.heads import (
 from bert_jax.model.scan import stack_layers, unstack_layers
 
 __all__ = [
+    "FAMILIES",
     "BertForMultipleChoice",
     "BertForPreTraining",
     "BertForQuestionAnswering",
+    "BertForReplacedTokenDetection",
     "BertForSequenceClassification",
     "BertForTokenClassification",
     "BertModel",
     "BertOutput",
     "PretrainingOutput",
+    "family_config",
     "stack_layers",
     "unstack_layers",
 ]

@@ -45,8 +45,12 @@ class SelfAttention(nn.Module):
             scores_BxHxLxL = jnp.einsum(
                 "bqhk,bthk->bhqt", q_BxLxHxK, k_BxLxHxK, preferred_element_type=jnp.float32
             ) / jnp.sqrt(jnp.float32(head_dim))
+            allowed_BxHxLxL = mask_BxL[:, None, None, :]
+            if cfg.causal:
+                length = mask_BxL.shape[-1]
+                allowed_BxHxLxL = allowed_BxHxLxL & jnp.tril(jnp.ones((length, length), bool))
             scores_BxHxLxL = jnp.where(
-                mask_BxL[:, None, None, :], scores_BxHxLxL, jnp.finfo(jnp.float32).min
+                allowed_BxHxLxL, scores_BxHxLxL, jnp.finfo(jnp.float32).min
             )
             probs_BxHxLxL = jax.nn.softmax(scores_BxHxLxL, axis=-1)
             dropped_BxHxLxL = nn.Dropout(cfg.attention_probs_dropout_prob)(
@@ -55,8 +59,9 @@ class SelfAttention(nn.Module):
             ctx_BxLxHxK = jnp.einsum("bhqt,bthk->bqhk", dropped_BxHxLxL.astype(dtype), v_BxLxHxK)
         else:
             ctx_BxLxHxK = jax.nn.dot_product_attention(
-                q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask=mask_BxL[:, None, None, :]
-            )
+                q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask=mask_BxL[:, None, None, :],
+                is_causal=cfg.causal,
+            )  # fmt: skip
         out_BxLxD = nn.DenseGeneral(
             cfg.hidden_size,
             axis=(-2, -1),

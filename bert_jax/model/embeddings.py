@@ -1,4 +1,5 @@
-"""Word + learned position + segment embeddings, then LayerNorm and dropout."""
+"""Word + learned position (+ token-type) embeddings, then LayerNorm and dropout, and for
+factorised embeddings (ALBERT, ELECTRA) a dense projection from their width E to the hidden size."""
 
 from __future__ import annotations
 
@@ -7,7 +8,24 @@ import jax
 import jax.numpy as jnp
 
 from bert_jax.config import BertConfig
-from bert_jax.model.layers import compute_dtype, constrain_batch, layer_norm, weight_init
+from bert_jax.model.layers import (
+    compute_dtype,
+    constrain_batch,
+    dense,
+    embed_axis,
+    layer_norm,
+    weight_init,
+)
+
+
+def position_ids(config: BertConfig, input_mask_BxL: jax.Array) -> jax.Array:
+    """BERT: 0, 1, ... for every slot. With an offset (RoBERTa), as transformers computes them
+    from the padding: real tokens count up from the offset, padding takes offset - 1."""
+    seq_len = input_mask_BxL.shape[-1]
+    if not config.position_offset:
+        return jnp.arange(seq_len)[None, :]
+    real_BxL = input_mask_BxL.astype(jnp.int32)
+    return jnp.cumsum(real_BxL, axis=-1) * real_BxL + (config.position_offset - 1)
 
 
 class BertEmbeddings(nn.Module):
@@ -15,45 +33,54 @@ class BertEmbeddings(nn.Module):
 
     def setup(self) -> None:
         cfg = self.config
+        width, axis = cfg.embed_dim, embed_axis(cfg)
         embed = dict(dtype=compute_dtype(cfg), param_dtype=jnp.float32)
         self.word_embeddings = nn.Embed(
-            cfg.vocab_size,
-            cfg.hidden_size,
-            embedding_init=weight_init(cfg, ("vocab", "embed")),
-            **embed,
+            cfg.vocab_size, width, embedding_init=weight_init(cfg, ("vocab", axis)), **embed
         )
         self.position_embeddings = nn.Embed(
             cfg.max_position_embeddings,
-            cfg.hidden_size,
-            embedding_init=weight_init(cfg, ("position", "embed")),
+            width,
+            embedding_init=weight_init(cfg, ("position", axis)),
             **embed,
         )
-        self.token_type_embeddings = nn.Embed(
-            cfg.type_vocab_size,
-            cfg.hidden_size,
-            embedding_init=weight_init(cfg, ("segment", "embed")),
-            **embed,
-        )
-        self.layer_norm = layer_norm(cfg, "layer_norm")
+        if cfg.type_vocab_size:
+            self.token_type_embeddings = nn.Embed(
+                cfg.type_vocab_size,
+                width,
+                embedding_init=weight_init(cfg, ("segment", axis)),
+                **embed,
+            )
+        self.layer_norm = layer_norm(cfg, "layer_norm", axis)
         self.dropout = nn.Dropout(cfg.hidden_dropout_prob)
+        if cfg.embedding_size is not None:
+            self.projection = dense(cfg, cfg.hidden_size, (axis, "embed"), "projection")
 
     def __call__(
-        self, input_ids_BxL: jax.Array, segment_ids_BxL: jax.Array, deterministic: bool
+        self,
+        input_ids_BxL: jax.Array,
+        segment_ids_BxL: jax.Array,
+        input_mask_BxL: jax.Array,
+        deterministic: bool,
     ) -> jax.Array:
+        cfg = self.config
         seq_len = input_ids_BxL.shape[-1]
-        if seq_len > self.config.max_position_embeddings:
+        if seq_len > cfg.max_sequence_length:
+            offset = f" - position_offset {cfg.position_offset}" if cfg.position_offset else ""
             raise ValueError(
                 f"sequence length {seq_len} > max_position_embeddings "
-                f"{self.config.max_position_embeddings}"
+                f"{cfg.max_position_embeddings}{offset}"
             )
-        x_BxLxD = (
-            self.word_embeddings(input_ids_BxL)
-            + self.position_embeddings(jnp.arange(seq_len)[None, :])
-            + self.token_type_embeddings(segment_ids_BxL)
+        x_BxLxE = self.word_embeddings(input_ids_BxL) + self.position_embeddings(
+            position_ids(cfg, input_mask_BxL)
         )
-        x_BxLxD = self.dropout(self.layer_norm(x_BxLxD), deterministic=deterministic)
-        return constrain_batch(x_BxLxD)
+        if cfg.type_vocab_size:
+            x_BxLxE = x_BxLxE + self.token_type_embeddings(segment_ids_BxL)
+        x_BxLxE = self.dropout(self.layer_norm(x_BxLxE), deterministic=deterministic)
+        if cfg.embedding_size is None:
+            return constrain_batch(x_BxLxE)
+        return constrain_batch(self.projection(x_BxLxE))
 
-    def attend(self, x_BxPxD: jax.Array) -> jax.Array:
+    def attend(self, x_BxPxE: jax.Array) -> jax.Array:
         """Project onto the word-embedding table: the MLM decoder tied to the input embeddings."""
-        return self.word_embeddings.attend(x_BxPxD)
+        return self.word_embeddings.attend(x_BxPxE)

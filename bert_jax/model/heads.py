@@ -1,5 +1,6 @@
-"""Task heads on the encoder: pretraining (MLM + NSP), classification/regression, token tagging,
-span QA and multiple choice. Logits are returned in float32."""
+"""Task heads on the encoder: pretraining (MLM + NSP/SOP, ELECTRA's replaced-token detection),
+classification/regression, token tagging, span QA and multiple choice. Logits are returned in
+float32. Which family pretrains with which heads: `bert_jax.model.families`."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import jax
 import jax.numpy as jnp
 
 from bert_jax.config import BertConfig
-from bert_jax.model.bert import BertModel, BertOutput
-from bert_jax.model.layers import dense, gelu, layer_norm, zeros_init
+from bert_jax.errors import BertJaxError
+from bert_jax.model.bert import BertModel, BertOutput, sentence_vector
+from bert_jax.model.layers import dense, embed_axis, gelu, layer_norm, zeros_init
 
 
 @flax.struct.dataclass
@@ -21,17 +23,19 @@ class PretrainingOutput:
 
 
 class MaskedLMHead(nn.Module):
-    """dense + GELU + LayerNorm, then the decoder tied to the word embeddings plus a bias."""
+    """dense + GELU + LayerNorm, then the decoder tied to the word embeddings plus a bias. With
+    factorised embeddings the dense layer maps the hidden size down to their width E."""
 
     config: BertConfig
 
     @nn.compact
     def __call__(self, x_BxPxD: jax.Array, bert: BertModel) -> jax.Array:
         cfg = self.config
-        h_BxPxD = dense(cfg, cfg.hidden_size, ("embed", "embed_out"), "transform")(x_BxPxD)
-        h_BxPxD = layer_norm(cfg, "transform_layer_norm")(gelu(cfg)(h_BxPxD))
+        out_axis = "embed_out" if cfg.embedding_size is None else embed_axis(cfg)
+        h_BxPxE = dense(cfg, cfg.embed_dim, ("embed", out_axis), "transform")(x_BxPxD)
+        h_BxPxE = layer_norm(cfg, "transform_layer_norm", embed_axis(cfg))(gelu(cfg)(h_BxPxE))
         bias_V = self.param("output_bias", zeros_init(("vocab",)), (cfg.vocab_size,), jnp.float32)
-        return bert.attend(h_BxPxD).astype(jnp.float32) + bias_V
+        return bert.attend(h_BxPxE).astype(jnp.float32) + bias_V
 
 
 class BertForPreTraining(nn.Module):
@@ -41,6 +45,9 @@ class BertForPreTraining(nn.Module):
     use_nsp: bool = True
 
     def setup(self) -> None:
+        if self.use_nsp and not self.config.pooler:
+            raise BertJaxError("the sentence-pair head (NSP/SOP) reads the pooler; config.pooler "
+                               f"is False (family {self.config.family})")  # fmt: skip
         self.bert = BertModel(self.config, add_pooling_layer=self.use_nsp)
         self.predictions = MaskedLMHead(self.config)
         if self.use_nsp:
@@ -75,6 +82,57 @@ class BertForPreTraining(nn.Module):
         return PretrainingOutput(mlm_logits=mlm_BxPxV, nsp_logits=nsp_Bx2, encoder=out)
 
 
+class BertForReplacedTokenDetection(nn.Module):
+    """ELECTRA's discriminator: per token, the logit that it was replaced (dense + activation +
+    dense to 1), over the encoder without a pooler."""
+
+    config: BertConfig
+
+    @nn.compact
+    def __call__(
+        self,
+        input_ids_BxL: jax.Array,
+        input_mask_BxL: jax.Array | None = None,
+        segment_ids_BxL: jax.Array | None = None,
+        *,
+        deterministic: bool = True,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+    ) -> tuple[jax.Array, BertOutput]:
+        cfg = self.config
+        out = BertModel(cfg, add_pooling_layer=False, name="bert")(
+            input_ids_BxL,
+            input_mask_BxL,
+            segment_ids_BxL,
+            deterministic=deterministic,
+            output_hidden_states=output_hidden_states,
+            output_attentions=output_attentions,
+        )
+        return DiscriminatorHead(cfg, name="discriminator")(out.sequence_output), out
+
+
+class DiscriminatorHead(nn.Module):
+    """dense + activation + dense to one logit per token (float32)."""
+
+    config: BertConfig
+
+    @nn.compact
+    def __call__(self, x_BxLxD: jax.Array) -> jax.Array:
+        cfg = self.config
+        h_BxLxD = dense(cfg, cfg.hidden_size, ("embed", "embed_out"), "transform")(x_BxLxD)
+        logits_BxLx1 = dense(cfg, 1, ("embed_out", "classes"), "prediction")(gelu(cfg)(h_BxLxD))
+        return logits_BxLx1[..., 0].astype(jnp.float32)
+
+
+def _sentence(cfg: BertConfig, out: BertOutput, input_mask_BxL: jax.Array | None) -> jax.Array:
+    """The pooled output, or for a family without a pooler the hidden state it would read."""
+    if out.pooled_output is not None:
+        return out.pooled_output
+    if input_mask_BxL is None:
+        input_mask_BxL = jnp.ones(out.sequence_output.shape[:2], jnp.int32)
+    return sentence_vector(cfg, out.sequence_output, input_mask_BxL)
+
+
 def _classify(cfg: BertConfig, x_BxD: jax.Array, num_labels: int, deterministic: bool) -> jax.Array:
     """Dropout then the `classifier` dense layer, logits in float32 (called inside a compact
     method, so the layers belong to the calling head)."""
@@ -98,10 +156,10 @@ class BertForSequenceClassification(nn.Module):
         deterministic: bool = True,
     ) -> jax.Array:
         cfg = self.config
-        pooled_BxD = BertModel(cfg, name="bert")(
+        out = BertModel(cfg, name="bert")(
             input_ids_BxL, input_mask_BxL, segment_ids_BxL, deterministic=deterministic
-        ).pooled_output
-        return _classify(cfg, pooled_BxD, self.num_labels, deterministic)
+        )
+        return _classify(cfg, _sentence(cfg, out, input_mask_BxL), self.num_labels, deterministic)
 
 
 class BertForTokenClassification(nn.Module):
@@ -167,10 +225,11 @@ class BertForMultipleChoice(nn.Module):
         def flat(x):
             return None if x is None else x.reshape(b * c, seq_len)
 
-        pooled_NxD = BertModel(cfg, name="bert")(
+        out = BertModel(cfg, name="bert")(
             flat(input_ids_BxCxL),
             flat(input_mask_BxCxL),
             flat(segment_ids_BxCxL),
             deterministic=deterministic,
-        ).pooled_output
+        )
+        pooled_NxD = _sentence(cfg, out, flat(input_mask_BxCxL))
         return _classify(cfg, pooled_NxD, 1, deterministic).reshape(b, c)

@@ -1,7 +1,8 @@
 """Parameter-carrying building blocks with logical axis names, shared by every module.
 
 The logical names (`vocab`, `embed`, `embed_out`, `mlp`, `heads`, `kv`, `layers`, `position`,
-`segment`, `classes`) are mapped to mesh axes only by the rules table in the training config.
+`segment`, `classes`, and `embed_factor` for the width of factorised embeddings) are mapped to mesh
+axes only by the rules table in the training config; a name without a rule is replicated.
 """
 
 from __future__ import annotations
@@ -20,6 +21,13 @@ from bert_jax.config import BertConfig
 
 def compute_dtype(config: BertConfig) -> jnp.dtype:
     return jnp.dtype(config.dtype)
+
+
+def embed_axis(config: BertConfig) -> str:
+    """Logical name of the embedding tables' width: `embed` when it is the hidden size; a
+    factorised width (ALBERT's E=128) gets its own name, so that the rule sharding `embed` over
+    FSDP does not have to divide it."""
+    return "embed" if config.embedding_size is None else "embed_factor"
 
 
 def weight_init(config: BertConfig, axes: tuple[str, ...]) -> nn.initializers.Initializer:

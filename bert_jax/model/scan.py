@@ -1,5 +1,6 @@
 """Convert parameter trees between the looped layout (`encoder/layer_{i}`) and the scanned one
-(`encoder/layers` with a leading layer axis), so any checkpoint loads into either model."""
+(`encoder/layers` with a leading layer axis), so any checkpoint loads into either model. Weights
+shared across layers (`encoder/shared`) are the same in both layouts and pass through."""
 
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ def stack_layers(params: dict) -> dict:
             continue
         n = sum(1 for k in enc if k.startswith("layer_"))
         stacked = jax.tree.map(lambda *xs: jnp.stack(xs), *[enc[f"layer_{i}"] for i in range(n)])
-        params = _replace(params, path, {"layers": stacked})
+        rest = {k: v for k, v in enc.items() if not k.startswith("layer_")}
+        params = _replace(params, path, {**rest, "layers": stacked})
     return params
 
 
@@ -47,5 +49,6 @@ def unstack_layers(params: dict) -> dict:
             continue
         n = jax.tree.leaves(enc["layers"])[0].shape[0]
         looped = {f"layer_{i}": jax.tree.map(lambda x, i=i: x[i], enc["layers"]) for i in range(n)}
-        params = _replace(params, path, looped)
+        rest = {k: v for k, v in enc.items() if k != "layers"}
+        params = _replace(params, path, {**rest, **looped})
     return params

@@ -13,7 +13,7 @@ so that asking for one gives a clear error instead of a missing key.
 from __future__ import annotations
 
 from bert_jax.errors import BertJaxError
-from bert_jax.objectives import full_sentences, mlm, mlm_nsp, mlm_sop
+from bert_jax.objectives import full_sentences, ltr, mlm, mlm_nsp, mlm_sop
 from bert_jax.objectives.base import Objective, TokenMasking
 
 _BUILT = (
@@ -21,12 +21,12 @@ _BUILT = (
     mlm.OBJECTIVE,
     mlm_sop.OBJECTIVE,
     full_sentences.OBJECTIVE,
+    ltr.OBJECTIVE,
 )
 REGISTRY: dict[str, Objective] = {o.name: o for o in _BUILT}
 _BY_DATA_FLAG = {o.data_flag: o for o in _BUILT if o.data_flag}
 
 PLANNED = {
-    "ltr": "left-to-right LM, causal attention, no NSP (the paper's LTR & No NSP)",
     "electra": "replaced-token detection with a generator (ELECTRA)",
     "span_corruption": "span corruption with sentinels (T5)",
     "permutation_lm": "permutation language modelling (XLNet)",

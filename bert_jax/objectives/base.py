@@ -46,11 +46,14 @@ class Objective:
     description: str
     pairing: str  # one of PAIRINGS
     masking: TokenMasking | None  # None: the objective predicts no masked tokens
-    heads: tuple[str, ...]  # pretraining heads: "masked_lm", "next_sentence", "sentence_order"
+    # Pretraining heads: "masked_lm" (logits at masked positions), "next_token" (the same LM
+    # head at every position, left to right), "next_sentence", "sentence_order".
+    heads: tuple[str, ...]
     loss: LossFn
     # The label the sentence head predicts, named as stats.json reports its positive fraction.
     label_statistic: str = "label_1_fraction"
     data_flag: str = ""  # the create-pretraining-data --objective value (reference names)
+    causal: bool = False  # the encoder attends left to right (BertConfig.causal)
 
     def __post_init__(self) -> None:
         if self.pairing not in PAIRINGS:
@@ -59,7 +62,18 @@ class Objective:
     @property
     def sentence_head(self) -> str | None:
         """"next_sentence" or "sentence_order" when the model has a sentence-pair classifier."""
-        return next((h for h in self.heads if h != "masked_lm"), None)
+        return next((h for h in self.heads if h in ("next_sentence", "sentence_order")), None)
+
+    def predicted_tokens(self, batch: Mapping[str, Any]) -> float:
+        """How many token predictions a batch holds: the weight of its token metrics."""
+        if "next_token" in self.heads:  # every real token after the first
+            mask_BxL = np.asarray(batch["input_mask"], np.float64)
+            return float(np.sum(mask_BxL[:, 1:]))
+        return float(np.sum(np.asarray(batch["masked_lm_weights"], np.float64)))
+
+    def predictions_per_seq(self, max_seq_length: int, max_predictions_per_seq: int) -> int:
+        """Positions the LM head projects onto the vocabulary per sequence."""
+        return max_seq_length if "next_token" in self.heads else max_predictions_per_seq
 
     def shard_schema(
         self, max_seq_length: int, max_predictions_per_seq: int, static_masks: bool

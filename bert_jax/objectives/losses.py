@@ -59,3 +59,17 @@ def masked_lm_and_sentence(
         metrics.update(pair_metrics)
     metrics["loss"] = loss
     return loss, metrics
+
+
+def next_token(outputs, batch) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """Left-to-right LM: the logits at position t predict the token at t + 1, for every real
+    token after the first (eval padding rows have no real tokens)."""
+    logits_BxLxV = outputs.mlm_logits[:, :-1]
+    targets_BxL = batch["input_ids"][:, 1:]
+    weights_BxL = batch["input_mask"][:, 1:].astype(jnp.float32)
+    if "example_mask" in batch:
+        weights_BxL = weights_BxL * batch["example_mask"][:, None].astype(jnp.float32)
+    loss, metrics = masked_lm_loss(logits_BxLxV, targets_BxL, weights_BxL)
+    metrics = {"lm_loss": metrics["masked_lm_loss"], "lm_accuracy": metrics["masked_lm_accuracy"]}
+    metrics["loss"] = loss
+    return loss, metrics

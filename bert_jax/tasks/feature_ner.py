@@ -13,33 +13,16 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from bert_jax.config import BertConfig
 from bert_jax.model import BertModel
+from bert_jax.model.bilstm import BiLSTMTagger
 from bert_jax.tasks.arrays import eval_batches
 from bert_jax.tasks.train_tasks import cross_entropy
 from bert_jax.train.task import Batch, Metrics
-
-
-class BiLSTMTagger(nn.Module):
-    num_labels: int
-    lstm_size: int = 768
-    num_layers: int = 2
-
-    @nn.compact
-    def __call__(self, features_BxLxF, input_mask_BxL, *, deterministic: bool = True):
-        x_BxLxF = features_BxLxF.astype(jnp.float32)
-        lengths_B = jnp.sum(input_mask_BxL, axis=-1).astype(jnp.int32)
-        for i in range(self.num_layers):
-            fwd = nn.RNN(nn.OptimizedLSTMCell(self.lstm_size), name=f"fwd_{i}")
-            bwd = nn.RNN(nn.OptimizedLSTMCell(self.lstm_size), name=f"bwd_{i}")
-            x_BxLxF = nn.Bidirectional(fwd, bwd, name=f"bilstm_{i}")(x_BxLxF, seq_lengths=lengths_B)
-            x_BxLxF = nn.Dropout(0.1)(x_BxLxF, deterministic=deterministic)
-        return nn.Dense(self.num_labels, name="classifier")(x_BxLxF)
 
 
 def last_four_layers(

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import io
 import os
 import sys
 
 import numpy as np
+from etils import epath
 from scipy import stats
 from sklearn import metrics as skm
 
@@ -130,10 +132,10 @@ def get_spec(name: str) -> GlueSpec:
 
 # ---- reading ------------------------------------------------------------------------------------
 def read_tsv(path: str) -> list[list[str]]:
-    if not os.path.exists(path):
+    if not epath.Path(path).exists():  # local or gs://
         raise BertJaxError(f"{path}: no such file")
-    with open(path, encoding="utf-8", newline="") as f:
-        return list(csv.reader(f, delimiter="\t", quotechar=None))
+    text = io.StringIO(epath.Path(path).read_bytes().decode("utf-8"), newline="")
+    return list(csv.reader(text, delimiter="\t", quotechar=None))
 
 
 def read_split(spec: GlueSpec, data_dir: str, split: str) -> list[Example]:

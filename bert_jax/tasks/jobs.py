@@ -60,8 +60,9 @@ class GlueJob:
 
     def train_task(self, bert: BertConfig, batch: int) -> train_tasks.ClassificationTask:
         return train_tasks.ClassificationTask(
-            bert, batch, self.cfg.max_seq_length, self.spec.num_labels
-        )
+            bert, batch, self.cfg.max_seq_length, self.spec.num_labels,
+            bilstm_size=self.cfg.get("bilstm_size", 0),
+        )  # fmt: skip
 
     def _preds(self, logits_NxC: np.ndarray) -> np.ndarray:
         return logits_NxC[:, 0] if self.spec.is_regression else logits_NxC.argmax(-1)
@@ -99,7 +100,10 @@ class SquadJob:
             max_query_length=c.max_query_length,
         )
         self.stats = {}
-        ex, st = squad.read_examples(_path(c, c.train_file), True, self.v2, c.strict)
+        ex, st = squad.read_examples(
+            _path(c, c.train_file), True, self.v2, c.strict,
+            skip_misaligned=c.get("skip_misaligned_answers", False),
+        )  # fmt: skip
         self.train, _ = squad.featurize(ex, tokenizer, is_training=True, stats=st, **kw)
         # Steps count windows (the reference counts questions, so long contexts got < 1 epoch).
         self.num_train_examples = len(self.train["input_ids"])
@@ -113,7 +117,9 @@ class SquadJob:
         self.tests = []
 
     def train_task(self, bert: BertConfig, batch: int) -> train_tasks.SpanTask:
-        return train_tasks.SpanTask(bert, batch, self.cfg.max_seq_length)
+        return train_tasks.SpanTask(
+            bert, batch, self.cfg.max_seq_length, bilstm_size=self.cfg.get("bilstm_size", 0)
+        )
 
     def score(self, split: Split, outputs, workdir: str) -> dict[str, float]:
         examples, metas = split.meta
@@ -162,7 +168,10 @@ class NerJob:
         self.tests = []
 
     def train_task(self, bert: BertConfig, batch: int) -> train_tasks.TaggingTask:
-        return train_tasks.TaggingTask(bert, batch, self.cfg.max_seq_length, len(ner.LABELS))
+        return train_tasks.TaggingTask(
+            bert, batch, self.cfg.max_seq_length, len(ner.LABELS),
+            bilstm_size=self.cfg.get("bilstm_size", 0),
+        )  # fmt: skip
 
     def score(self, split: Split, logits_NxLxC: np.ndarray, workdir: str) -> dict[str, float]:
         sents, windows = split.meta

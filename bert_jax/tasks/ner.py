@@ -14,9 +14,10 @@ back together per sentence before scoring.
 from __future__ import annotations
 
 import dataclasses
-import os
+import io
 
 import numpy as np
+from etils import epath
 from seqeval import metrics as sq
 from seqeval.scheme import IOB2
 
@@ -42,10 +43,10 @@ class Window:
 
 
 def read_conll(path: str, labels: tuple[str, ...] = LABELS) -> list[Sentence]:
-    if not os.path.exists(path):
+    if not epath.Path(path).exists():  # local or gs://
         raise BertJaxError(f"{path}: no such file")
     sentences, words, tags = [], [], []
-    with open(path, encoding="utf-8") as f:
+    with io.StringIO(epath.Path(path).read_bytes().decode("utf-8"), newline=None) as f:
         for lineno, line in enumerate(f, start=1):
             cols = line.split()
             if not cols or cols[0] == "-DOCSTART-":

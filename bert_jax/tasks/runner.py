@@ -10,7 +10,8 @@ graft the encoder into it, train with the shared loop (`bert_jax.train.train`) o
 whose train_steps = int(train examples / batch * epochs) and warmup_steps = that x
 `warmup_proportion`, as run_classifier.py (SQuAD counts windows, not questions); then run
 `trainer.predict_step` over the dev (and test) splits and write `eval_results.json` and the
-prediction files.
+prediction files. Every JAX process trains and predicts (the steps are collective); only
+process 0 writes the workdir's files.
 
 Sweep (`cfg.sweep=True`): every (learning rate, epochs, batch) of the grid, each for `num_seeds`
 seeds, in `<workdir>/runs/lr<lr>_ep<e>_bs<b>/seed<s>/`; `sweep_results.json` has mean, std and
@@ -21,13 +22,16 @@ does the same for the one configured point.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
-import os
+import tempfile
+from collections.abc import Iterator
 from typing import Any
 
 import jax
 import numpy as np
+from etils import epath
 from flax.core import meta
 
 from bert_jax.aot.pretraining import check_trainer_fits
@@ -42,8 +46,21 @@ from bert_jax.train import loop
 from bert_jax.train import mesh as mesh_lib
 
 
-def write_json(obj: Any, path: str) -> None:
-    write_json_atomic(path, obj, sort_keys=True)
+def write_json(obj: Any, path: str | epath.Path) -> None:
+    if jax.process_index() == 0:
+        write_json_atomic(path, obj, sort_keys=True)
+
+
+@contextlib.contextmanager
+def _output_dir(workdir: epath.Path) -> Iterator[str]:
+    """Where a job writes prediction files: the workdir on process 0; a scratch directory,
+    deleted afterwards, on the others (they compute the same metrics, so the files would be
+    identical copies)."""
+    if jax.process_index() == 0:
+        yield str(workdir)
+        return
+    with tempfile.TemporaryDirectory(prefix="bert-jax-predictions-") as scratch:
+        yield scratch
 
 
 def _tokenizer_and_weights(cfg):
@@ -56,10 +73,12 @@ def _tokenizer_and_weights(cfg):
     lower = cfg.do_lower_case
     if lower is None:
         lower = True if pre.do_lower_case is None else pre.do_lower_case
-    if cfg.max_seq_length > pre.config.max_position_embeddings:
+    if cfg.max_seq_length > pre.config.max_sequence_length:
+        offset = pre.config.position_offset
         raise BertJaxError(
             f"max_seq_length {cfg.max_seq_length} exceeds the checkpoint's "
             f"max_position_embeddings {pre.config.max_position_embeddings}"
+            + (f" - position_offset {offset}" if offset else "")
         )
     return FullTokenizer(str(vocab), do_lower_case=lower), pre, lower
 
@@ -89,7 +108,7 @@ def predict(trainer, params, arrays: dict[str, np.ndarray], batch_size: int):
     keys = list(trainer.batch_shardings)
     outs = []
     for batch, real in eval_batches({k: arrays[k] for k in keys}, batch_size):
-        out = jax.device_get(trainer.predict_step(params, batch))
+        out = jax.device_get(trainer.predict_step(params, trainer.place_batch(batch)))
         outs.append(jax.tree.map(lambda x, r=real: np.asarray(x)[:r], out))
     return jax.tree.map(lambda *xs: np.concatenate(xs), *outs)
 
@@ -102,11 +121,23 @@ def _mesh(cfg):
     return mesh_lib.make_mesh(cfg.mesh, devices)
 
 
+def truncated_normal(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """Standard normal samples truncated at +-2 by redrawing the ones outside (as TF's
+    truncated_normal; clipping instead would pile 4.6% of them onto the bounds)."""
+    w = rng.standard_normal(shape)
+    outside = np.abs(w) > 2
+    while outside.any():
+        w[outside] = rng.standard_normal(int(outside.sum()))
+        outside = np.abs(w) > 2
+    return w
+
+
 def _fresh_params(task, seed: int, initializer_range: float):
     """Initial weights for the task model without compiling its init: the layout comes from
     `jax.eval_shape`; the encoder is overwritten by the checkpoint (zeros here), and the new
     layers (classifier, QA outputs, a pooler the checkpoint lacks) get BERT's init: kernels
-    N(0, initializer_range) truncated at 2 std, biases 0, LayerNorm scales 1."""
+    N(0, initializer_range) truncated at 2 std (tf.truncated_normal_initializer: values beyond
+    are redrawn), biases 0, LayerNorm scales 1."""
     dummy = {k: np.zeros((1, *s.shape[1:]), s.dtype) for k, s in task.init_inputs().items()}
     key = jax.random.PRNGKey(seed)
     shapes = meta.unbox(
@@ -122,15 +153,14 @@ def _fresh_params(task, seed: int, initializer_range: float):
             return np.zeros(leaf.shape, leaf.dtype)
         if name == "scale":
             return np.ones(leaf.shape, leaf.dtype)
-        w = rng.standard_normal(leaf.shape)
-        return (np.clip(w, -2, 2) * initializer_range).astype(leaf.dtype)
+        return (truncated_normal(rng, leaf.shape) * initializer_range).astype(leaf.dtype)
 
     return jax.tree_util.tree_map_with_path(init, shapes)
 
 
-def run_once(cfg, job, pre, workdir: str) -> dict[str, float]:
+def run_once(cfg, job, pre, workdir: str | epath.Path) -> dict[str, float]:
     """Train one model (`cfg` from `run_config`) with the shared loop and score the dev split(s)."""
-    os.makedirs(workdir, exist_ok=True)
+    workdir = epath.Path(workdir)
     bert = pre.config.replace(dtype=cfg.dtype)
     batch = cfg.train_batch_size
     if cfg.get("feature_based", False):  # Table 7: frozen features + BiLSTM, same loop
@@ -142,7 +172,7 @@ def run_once(cfg, job, pre, workdir: str) -> dict[str, float]:
     result = loop.train(
         cfg,
         task,
-        workdir,
+        str(workdir),
         workdir_config={"bert": pre.config.to_dict()},
         init_params=init,
         batches=TrainBatches(train, batch, cfg.seed),
@@ -151,13 +181,15 @@ def run_once(cfg, job, pre, workdir: str) -> dict[str, float]:
     )
     trainer, params = result.trainer, result.state.params
     metrics: dict[str, float] = {}
-    for split in job.evals:
-        out = predict(trainer, params, split.arrays, cfg.eval_batch_size)
-        metrics.update(job.score(split, out, workdir))
-    for split in job.tests:
-        job.write_test(split, predict(trainer, params, split.arrays, cfg.eval_batch_size), workdir)
+    with _output_dir(workdir) as out_dir:
+        for split in job.evals:
+            out = predict(trainer, params, split.arrays, cfg.eval_batch_size)
+            metrics.update(job.score(split, out, out_dir))
+        for split in job.tests:
+            out = predict(trainer, params, split.arrays, cfg.eval_batch_size)
+            job.write_test(split, out, out_dir)
     metrics["train_steps"] = float(cfg.train_steps)
-    write_json(metrics, os.path.join(workdir, "eval_results.json"))
+    write_json(metrics, workdir / "eval_results.json")
     logging.info("%s: %s", workdir, metrics)
     return metrics
 
@@ -174,13 +206,15 @@ def _summary(runs: list[dict[str, float]]) -> dict[str, float]:
     return out
 
 
-def finetune(cfg, workdir: str) -> dict[str, float]:
+def finetune(cfg, workdir: str | epath.Path) -> dict[str, float]:
     tokenizer, pre, lower = _tokenizer_and_weights(cfg)
     job = make_job(cfg, do_lower_case=lower)
     job.load(tokenizer)
-    os.makedirs(workdir, exist_ok=True)
+    workdir = epath.Path(workdir)
+    if jax.process_index() == 0:
+        workdir.mkdir(parents=True, exist_ok=True)
     if hasattr(job, "stats"):
-        write_json(job.stats, os.path.join(workdir, "data_stats.json"))
+        write_json(job.stats, workdir / "data_stats.json")
     seeds = [cfg.seed + i for i in range(cfg.num_seeds)]
     if cfg.sweep:
         grid = list(
@@ -194,9 +228,9 @@ def finetune(cfg, workdir: str) -> dict[str, float]:
     points = []
     for lr, ep, bs in grid:
         name = f"lr{lr:g}_ep{ep:g}_bs{bs}"
-        point_dir = os.path.join(workdir, "runs", name)
+        point_dir = workdir / "runs" / name
         runs = [
-            run_once(run_config(cfg, n, lr, ep, bs, s), job, pre, f"{point_dir}/seed{s}")
+            run_once(run_config(cfg, n, lr, ep, bs, s), job, pre, point_dir / f"seed{s}")
             for s in seeds
         ]
         summary = _summary(runs)
@@ -211,7 +245,7 @@ def finetune(cfg, workdir: str) -> dict[str, float]:
             }
         )
     best = max(points, key=lambda p: p["dev"]["headline"])
-    sweep_path = os.path.join(workdir, "sweep_results.json")
+    sweep_path = workdir / "sweep_results.json"
     write_json({"points": points, "best": best["name"]}, sweep_path)
     results = dict(best["dev"])
     results.update(
@@ -220,5 +254,5 @@ def finetune(cfg, workdir: str) -> dict[str, float]:
             for k in ("learning_rate", "num_train_epochs", "train_batch_size")
         }
     )
-    write_json(results, os.path.join(workdir, "eval_results.json"))
+    write_json(results, workdir / "eval_results.json")
     return results

@@ -1,16 +1,21 @@
 """SQuAD v1.1/v2.0: JSON reader and the reference featurisation (sliding windows over the context).
 
 Reading (as run_squad.py): the context is split on whitespace into words with a char -> word map;
-an answer's word span comes from its `answer_start` character offset. Training examples whose
-answer text is not at that offset (`context[start:start+len(text)] != text`, or the recovered
-words do not contain it) are skipped and counted in `ReadStats` (the reference skips them with a
-warning; `strict=True` raises instead, naming the file and question id). Questions longer than
-`max_query_length` word pieces are truncated and counted.
+a training answer's word span is the words holding the characters `answer_start` and
+`answer_start + len(text) - 1`. The answer is kept when those words contain its text (whitespace
+normalised), even if `answer_start` points inside a word or a few characters off, as the
+reference keeps it; otherwise it is skipped with a warning and counted in `ReadStats`, again as the
+reference does. Not reference behaviour, on request: `skip_misaligned=True` also skips answers
+whose text is not exactly at `answer_start` (or is empty), and `strict=True` raises instead of
+skipping, naming the file and question id. An offset outside the context is always skipped (the
+reference crashes on it). Questions longer than `max_query_length` word pieces are truncated and
+counted.
 
 Featurisation: `[CLS] query [SEP] window [SEP]`; windows of `max_seq_length - len(query) - 3`
-pieces start every `doc_stride` pieces; each piece counts only in the window where it has the
-most context (min(left, right) + 0.01 * window length). Training targets are the answer's piece
-positions, or 0 ([CLS]) when the window does not contain the whole answer or there is none.
+pieces start every `doc_stride` pieces (a context without pieces has no windows); each piece
+counts only in the window where it has the most context (min(left, right) + 0.01 * window
+length). Training targets are the answer's piece positions, or 0 ([CLS]) when the window does not
+contain the whole answer or there is none.
 """
 
 from __future__ import annotations
@@ -91,7 +96,11 @@ def load_dataset(path: str) -> list[dict]:
 
 
 def read_examples(
-    path: str, is_training: bool, version_2: bool, strict: bool = False
+    path: str,
+    is_training: bool,
+    version_2: bool,
+    strict: bool = False,
+    skip_misaligned: bool = False,
 ) -> tuple[list[SquadExample], ReadStats]:
     stats = ReadStats()
     examples = []
@@ -106,7 +115,8 @@ def read_examples(
                 if is_training and not ex.is_impossible:
                     if not qa.get("answers"):
                         raise BertJaxError(f"{path}: question {qa['id']}: no answers")
-                    problem = _locate_answer(ex, qa["answers"][0], context, char_to_word)
+                    answer = qa["answers"][0]
+                    problem = _locate_answer(ex, answer, context, char_to_word, skip_misaligned)
                     if problem:
                         if strict:
                             raise BertJaxError(f"{path}: question {qa['id']}: {problem}")
@@ -117,16 +127,19 @@ def read_examples(
     return examples, stats
 
 
-def _locate_answer(ex: SquadExample, answer: dict, context: str, char_to_word: list[int]) -> str:
+def _locate_answer(
+    ex: SquadExample, answer: dict, context: str, char_to_word: list[int], exact: bool
+) -> str:
     """Set the answer's word span on `ex`; return a description of the problem, or ""."""
     text, start = answer["text"], int(answer["answer_start"])
-    if not text or start < 0 or start + len(text) > len(context):
+    if not 0 <= start < len(context) or start + len(text) > len(context):
         return f"answer_start {start} with text {text!r} is outside the context"
-    if context[start : start + len(text)] != text:
-        found = context[start : start + len(text)]
-        return f"answer {text!r} does not match the context at offset {start} ({found!r})"
+    found = context[start : start + len(text)]
+    if exact and (not text or found != text):
+        return f"answer {text!r} is not at offset {start} (found {found!r})"
     ex.orig_answer_text = text
     ex.start_position = char_to_word[start]
+    # As the reference: an empty text ends one character before it starts.
     ex.end_position = char_to_word[start + len(text) - 1]
     recovered = " ".join(ex.doc_tokens[ex.start_position : ex.end_position + 1])
     if " ".join(text.split()) not in recovered:
@@ -193,10 +206,10 @@ def featurize(
             )
         max_doc = max_seq_length - len(query) - 3
         spans, offset = [], 0
-        while True:
+        while offset < len(pieces):
             length = min(len(pieces) - offset, max_doc)
             spans.append((offset, length))
-            if offset + length >= len(pieces):
+            if offset + length == len(pieces):
                 break
             offset += min(length, doc_stride)
         for si, (start, length) in enumerate(spans):

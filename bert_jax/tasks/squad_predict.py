@@ -4,28 +4,36 @@ Per question: over all its windows take the top `n_best_size` start and end posi
 pairs inside the context, start in its max-context window, end >= start, length <=
 `max_answer_length`; score = start + end logit. The word pieces are mapped back to the original
 words, then to the exact original characters by aligning the basic-tokenised text with the
-original text without spaces (the reference's get_final_text). v2.0: the null score is the
-minimum over windows of start[0] + end[0]; predict "" iff null - best non-null >
-`null_score_diff_threshold`; `null_odds.json` holds that difference per question.
+original text without spaces (the reference's get_final_text, with the same BasicTokenizer as
+featurisation, so that e.g. a word-final capital sigma lowercases to the same letter on both
+sides). v2.0: the null score is the minimum over windows of start[0] + end[0]; predict "" iff
+null - best non-null > `null_score_diff_threshold`; `null_odds.json` holds that difference.
+
+Scores are summed in float64 from the float32 logits and softmaxed term by term, as the reference
+does with Python floats, so that ties, n-best order, probabilities and null odds are the same
+numbers. Where the reference crashes (v2.0 with no non-null candidate left), the null odds are
+`NO_NON_NULL_DIFF` and the prediction is "".
 """
 
 from __future__ import annotations
 
 import collections
+import functools
+import math
 
 import numpy as np
-from tokenizers import normalizers, pre_tokenizers
 
 from bert_jax.atomic_write import write_json_atomic
 from bert_jax.tasks.squad import SquadExample, SquadFeature
+from bert_jax.tokenization import BasicTokenizer
 
 NO_NON_NULL_DIFF = 1e6  # null odds when no non-null span survives the filters
+_NULL_START = 1e6  # the reference's initial null score ("large and positive")
 
 
-def _basic_tokens(text: str, do_lower_case: bool) -> list[str]:
-    norm = normalizers.BertNormalizer(lowercase=do_lower_case, strip_accents=None)
-    pieces = pre_tokenizers.BertPreTokenizer().pre_tokenize_str(norm.normalize_str(text))
-    return [p for p, _ in pieces]
+@functools.cache
+def _basic_tokenizer(do_lower_case: bool) -> BasicTokenizer:
+    return BasicTokenizer(do_lower_case)
 
 
 def _without_spaces(text: str) -> tuple[str, list[int]]:
@@ -35,7 +43,7 @@ def _without_spaces(text: str) -> tuple[str, list[int]]:
 
 def final_text(pred_text: str, orig_text: str, do_lower_case: bool) -> str:
     """The span of `orig_text` that `pred_text` (normalised word pieces) came from."""
-    tok_text = " ".join(_basic_tokens(orig_text, do_lower_case))
+    tok_text = " ".join(_basic_tokenizer(do_lower_case).tokenize(orig_text))
     start = tok_text.find(pred_text)
     if start == -1:
         return orig_text
@@ -55,9 +63,12 @@ def _top(logits: np.ndarray, n: int) -> list[int]:
 
 
 def _softmax(scores: list[float]) -> list[float]:
-    x = np.asarray(scores, np.float64)
-    e = np.exp(x - x.max())
-    return list(e / e.sum())
+    top = max(scores)
+    exps = [math.exp(s - top) for s in scores]
+    total = 0.0
+    for x in exps:  # left to right, as the reference (Python >= 3.12's sum() compensates)
+        total += x
+    return [x / total for x in exps]
 
 
 def predict(
@@ -79,23 +90,26 @@ def predict(
     predictions, nbest_all, null_odds = {}, {}, {}
     for ei, ex in enumerate(examples):
         prelim = []  # (score, feature index, start, end, start logit, end logit)
-        null = None
+        null = (_NULL_START, None, 0, 0, 0.0, 0.0)
         for fi in by_example[ei]:
-            feat, s_log, e_log = features[fi], start_logits[fi], end_logits[fi]
-            if version_2 and (null is None or s_log[0] + e_log[0] < null[0]):
+            feat = features[fi]
+            s_log = np.asarray(start_logits[fi], np.float64)
+            e_log = np.asarray(end_logits[fi], np.float64)
+            if version_2 and s_log[0] + e_log[0] < null[0]:
                 null = (float(s_log[0] + e_log[0]), fi, 0, 0, float(s_log[0]), float(e_log[0]))
+            ends = _top(e_log, n_best_size)
             for s in _top(s_log, n_best_size):
-                for e in _top(e_log, n_best_size):
+                for e in ends:
                     ok = s in feat.token_to_orig_map and e in feat.token_to_orig_map
                     ok = ok and feat.token_is_max_context.get(s, False) and s <= e
                     if ok and e - s + 1 <= max_answer_length:
                         score = float(s_log[s] + e_log[e])
                         prelim.append((score, fi, s, e, float(s_log[s]), float(e_log[e])))
-        if null is not None:
+        if version_2:
             prelim.append(null)
         prelim.sort(key=lambda p: p[0], reverse=True)
         nbest, seen = [], set()
-        for score, fi, s, e, sl, el in prelim:
+        for _score, fi, s, e, sl, el in prelim:
             if len(nbest) >= n_best_size:
                 break
             text = ""
@@ -108,15 +122,16 @@ def predict(
             if text in seen:
                 continue
             seen.add(text)
-            nbest.append({"text": text, "start_logit": sl, "end_logit": el, "score": score})
-        if version_2 and "" not in seen and null is not None:
+            nbest.append({"text": text, "start_logit": sl, "end_logit": el})
+        if version_2 and "" not in seen:
             nbest.append({"text": "", "start_logit": null[4], "end_logit": null[5]})
-            nbest[-1]["score"] = null[0]
         if not nbest:
-            nbest.append({"text": "empty", "start_logit": 0.0, "end_logit": 0.0, "score": 0.0})
-        for entry, p in zip(nbest, _softmax([n["score"] for n in nbest]), strict=True):
-            entry["probability"] = float(p)
-            del entry["score"]
+            nbest.append({"text": "empty", "start_logit": 0.0, "end_logit": 0.0})
+        probs = _softmax([n["start_logit"] + n["end_logit"] for n in nbest])
+        nbest = [  # the reference's key order: text, probability, start_logit, end_logit
+            {"text": n.pop("text"), "probability": p, **n}
+            for n, p in zip(nbest, probs, strict=True)
+        ]
         nbest_all[ex.qas_id] = nbest
         best_non_null = next((n for n in nbest if n["text"]), None)
         if not version_2:

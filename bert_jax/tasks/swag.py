@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import os
+import io
 
 import numpy as np
+from etils import epath
 
 from bert_jax.errors import BertJaxError
 from bert_jax.tasks.text_pairs import Tokenizer, encode_text_pair
@@ -31,12 +32,12 @@ class SwagExample:
 
 
 def read_swag(path: str, has_label: bool = True) -> list[SwagExample]:
-    if not os.path.exists(path):
+    if not epath.Path(path).exists():  # local or gs://
         raise BertJaxError(f"{path}: no such file")
     needed = ["sent1", "sent2", *(f"ending{i}" for i in range(NUM_CHOICES))]
     needed += ["label"] if has_label else []
     out = []
-    with open(path, encoding="utf-8", newline="") as f:
+    with io.StringIO(epath.Path(path).read_bytes().decode("utf-8"), newline="") as f:
         reader = csv.DictReader(f)
         missing = [c for c in needed if c not in (reader.fieldnames or [])]
         if missing:

@@ -3,7 +3,10 @@
     ids, mask, segments = encode_text_pair(tokenizer, text_a, text_b, max_seq_length)
     ids, mask, segments = pack(tokenizer, tokens_a, tokens_b, max_seq_length)  # pre-truncated
 
-Pairs are truncated as the reference does: pop from the longer side (B on ties) until they fit.
+As run_classifier.py: a second text without word pieces (None, empty, whitespace, or only
+characters the tokenizer drops such as zero-width and control characters) gives the single
+sequence `[CLS] A [SEP]` cut at L-2 pieces; pairs are truncated to L-3 by popping from the longer
+side (B on ties).
 """
 
 from __future__ import annotations
@@ -53,9 +56,8 @@ def encode_text_pair(
     tokenizer: Tokenizer, text_a: str, text_b: str | None, max_seq_length: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     tokens_a = tokenizer.tokenize(text_a)
-    tokens_b = tokenizer.tokenize(text_b) if text_b is not None else None
-    if tokens_b is not None:
+    tokens_b = tokenizer.tokenize(text_b) if text_b else None
+    if tokens_b:
         truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
-    else:
-        tokens_a = tokens_a[: max_seq_length - 2]
-    return pack(tokenizer, tokens_a, tokens_b, max_seq_length)
+        return pack(tokenizer, tokens_a, tokens_b, max_seq_length)
+    return pack(tokenizer, tokens_a[: max_seq_length - 2], None, max_seq_length)

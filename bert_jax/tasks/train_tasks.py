@@ -19,12 +19,14 @@ import jax.numpy as jnp
 import optax
 
 from bert_jax.config import BertConfig
+from bert_jax.errors import BertJaxError
 from bert_jax.model import (
     BertForMultipleChoice,
     BertForQuestionAnswering,
     BertForSequenceClassification,
     BertForTokenClassification,
 )
+from bert_jax.model.bilstm import BertWithBiLSTM
 from bert_jax.train import flops
 from bert_jax.train.task import Batch, Metrics
 
@@ -40,6 +42,9 @@ class _Base:
     bert_config: BertConfig
     global_batch_size: int
     max_seq_length: int
+    # > 0: a randomly initialised BiLSTM of this size between the encoder and the output layer
+    # (the paper's "+ BiLSTM" arm); the output layer then reads the BiLSTM's states.
+    bilstm_size: int = dataclasses.field(default=0, kw_only=True)
 
     def _seq_shape(self) -> tuple[int, ...]:
         return (self.global_batch_size, self.max_seq_length)
@@ -82,7 +87,13 @@ class ClassificationTask(_Base):
 
     def __post_init__(self) -> None:
         if self.num_choices:
+            if self.bilstm_size:
+                raise BertJaxError("bilstm_size: not supported for multiple choice")
             self.model = BertForMultipleChoice(self.bert_config)
+        elif self.bilstm_size:
+            self.model = BertWithBiLSTM(
+                self.bert_config, self.num_labels, "sentence", self.bilstm_size
+            )
         else:
             self.model = BertForSequenceClassification(self.bert_config, self.num_labels)
 
@@ -117,7 +128,11 @@ class TaggingTask(_Base):
     num_labels: int = 9
 
     def __post_init__(self) -> None:
-        self.model = BertForTokenClassification(self.bert_config, self.num_labels)
+        if self.bilstm_size:
+            size = self.bilstm_size
+            self.model = BertWithBiLSTM(self.bert_config, self.num_labels, "token", size)
+        else:
+            self.model = BertForTokenClassification(self.bert_config, self.num_labels)
 
     def _label_shapes(self) -> dict[str, jax.ShapeDtypeStruct]:
         return {
@@ -140,6 +155,8 @@ class TaggingTask(_Base):
 class SpanTask(_Base):
     def __post_init__(self) -> None:
         self.model = BertForQuestionAnswering(self.bert_config)
+        if self.bilstm_size:
+            self.model = BertWithBiLSTM(self.bert_config, 2, "span", self.bilstm_size)
 
     def _label_shapes(self) -> dict[str, jax.ShapeDtypeStruct]:
         b = self.global_batch_size
@@ -156,3 +173,4 @@ class SpanTask(_Base):
         loss_e = jnp.mean(cross_entropy(end_BxL, batch["end_positions"]))
         loss = (loss_s + loss_e) / 2
         return loss, {"loss": loss, "start_loss": loss_s, "end_loss": loss_e}
+

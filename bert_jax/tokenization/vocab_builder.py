@@ -30,7 +30,14 @@ import tempfile
 import time
 from collections.abc import Iterator
 
-from bert_jax.atomic_write import write_json_atomic, write_text_atomic
+from etils import epath
+
+from bert_jax.atomic_write import (
+    is_local,
+    write_bytes_atomic,
+    write_json_atomic,
+    write_text_atomic,
+)
 from bert_jax.corpus import sources
 from bert_jax.errors import BertJaxError
 from bert_jax.tokenization.sentencepiece_tokenizer import preprocess_text
@@ -113,7 +120,7 @@ def build_vocab(
         raise BertJaxError(f"--vocab_size={vocab_size}: must exceed the {reserved} special tokens")
     if model_type not in ("unigram", "bpe"):
         raise BertJaxError(f"--model_type={model_type}: expected unigram or bpe")
-    out = pathlib.Path(output_dir)
+    out = epath.Path(output_dir)  # local or gs://
     out.mkdir(parents=True, exist_ok=True)
 
     # 1. BasicTokenizer over the corpus (for WordPiece) and ALBERT's preprocessing (for spm.model).
@@ -130,7 +137,7 @@ def build_vocab(
         num_threads=num_threads or os.cpu_count() or 1,
         seed=seed,
     )
-    with tempfile.TemporaryDirectory(dir=out) as tmp_dir:
+    with tempfile.TemporaryDirectory(dir=out if is_local(out) else None) as tmp_dir:
         basic_path, albert_path = pathlib.Path(tmp_dir, "basic.txt"), pathlib.Path(tmp_dir, "a.txt")
         with (
             open(basic_path, "w", encoding="utf-8") as f,
@@ -161,7 +168,8 @@ def build_vocab(
         ]
         albert = train(albert_path, pathlib.Path(tmp_dir, "spm"), normalization="nmt_nfkc")
         for suffix in (".model", ".vocab"):
-            os.replace(pathlib.Path(tmp_dir, "spm" + suffix), out / f"spm{suffix}")
+            data = pathlib.Path(tmp_dir, "spm" + suffix).read_bytes()
+            write_bytes_atomic(out / f"spm{suffix}", data)
 
     # 3. WordPiece vocab.
     tokens = [*SPECIAL_TOKENS, *(f"[unused{i}]" for i in range(num_unused))]

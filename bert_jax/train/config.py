@@ -74,6 +74,9 @@ def pretrain_config(preset: str = "base") -> ml_collections.ConfigDict:
     c.eval_files = ""
     c.dynamic_masking = False  # RoBERTa-style masking at input time (needs vocab_file)
     c.masked_lm_prob = 0.15
+    # The split of the selected tokens under dynamic masking; None = the objective's (80/10/10).
+    c.mask_prob = ml_collections.FieldReference(None, field_type=float)  # -> [MASK]
+    c.random_prob = ml_collections.FieldReference(None, field_type=float)  # -> a random token
     c.max_predictions_per_seq = 20
     c.global_batch_size = 256
     c.eval_batch_size = 0  # 0 = global_batch_size
@@ -117,4 +120,29 @@ def finetune_config(family: str) -> ml_collections.ConfigDict:
     c.sweep_epochs = (2.0, 3.0, 4.0)
     c.sweep_batch_sizes = (16, 32)
     c.num_seeds = 1
+    c.bilstm_size = 0  # > 0: a BiLSTM between encoder and output layer (Table 5's "+ BiLSTM")
+    if family not in _FAMILY_KEYS:
+        raise ValueError(f"fine-tuning family {family!r}: use one of {sorted(_FAMILY_KEYS)}")
+    c.update(_FAMILY_KEYS[family])
     return c
+
+
+# The data and evaluation keys of each task family (bert_jax.tasks.jobs reads them).
+_FAMILY_KEYS: dict[str, dict] = {
+    # GLUE download layout in data_dir (or tfds glue/<task>); do_predict writes the submission.
+    "glue": {"task": "mrpc", "use_tfds": False, "tfds_dir": "", "do_predict": False},
+    # run_squad.py's geometry and decoding; strict: a skipped training answer is an error;
+    # skip_misaligned_answers: also skip answers not exactly at answer_start (the reference keeps).
+    "squad": {
+        "version": "v1.1", "train_file": "train-v1.1.json", "predict_file": "dev-v1.1.json",
+        "max_seq_length": 384, "doc_stride": 128, "max_query_length": 64, "n_best_size": 20,
+        "max_answer_length": 30, "null_score_diff_threshold": 0.0, "strict": False,
+        "skip_misaligned_answers": False, "eval_batch_size": 32,
+    },
+    # CoNLL columns; feature_based: frozen last-4-layer features + a trained BiLSTM (Table 7).
+    "ner": {
+        "train_file": "train.txt", "dev_file": "valid.txt", "use_tfds": False, "tfds_dir": "",
+        "strict": False, "feature_based": False, "lstm_size": 768,
+    },
+    "swag": {"train_file": "train.csv", "dev_file": "val.csv"},
+}  # fmt: skip

@@ -9,14 +9,18 @@ Config keys read here: train_steps, log_every_steps, eval_every_steps, checkpoin
 keep_checkpoints, async_checkpoints, max_nonfinite_steps, mesh.{data,fsdp,tensor} (plus the
 trainer's keys, see bert_jax.train.trainer). Pass `batches=` to use another iterator (tests),
 `init_params=` to start from pretrained weights (ignored when the workdir has a checkpoint: a
-rerun of the same command resumes exactly) and `preflight=` for a check of the built trainer
-before any data is read (the runs pass the TPU memory check of bert_jax.aot).
+rerun of the same command resumes exactly, and a rerun with another config is refused, see
+bert_jax.train.workdir) and `preflight=` for a check of the built trainer before any data is read
+(the runs pass the TPU memory check of bert_jax.aot).
+
+Preemption (SIGTERM): one process saves at the next step and stops. Several processes use JAX's
+preemption sync point instead: the notice reaches every process and all of them save the same
+step (a host saving alone would wait forever in the collective save).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import signal
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -31,6 +35,7 @@ from bert_jax.errors import BertJaxError
 from bert_jax.train import flops as flops_lib
 from bert_jax.train import mesh as mesh_lib
 from bert_jax.train.trainer import Trainer, TrainState, build_trainer
+from bert_jax.train.workdir import check_resume, config_record, write_config
 from bert_jax.train.writers import Console, MetricsWriter, now
 
 
@@ -57,25 +62,20 @@ def maybe_initialize_distributed(config: Any) -> None:
         jax.distributed.initialize(**dict(dist))
 
 
-def write_workdir_config(workdir: epath.Path, config: Any, extra: dict | None) -> None:
-    if jax.process_index() != 0:
-        return
-    workdir.mkdir(parents=True, exist_ok=True)
-    d = config.to_dict() if hasattr(config, "to_dict") else dict(config)
-    d.update(extra or {})
-    tmp = workdir / "config.json.tmp"
-    tmp.write_text(json.dumps(d, indent=2, sort_keys=True, default=str) + "\n")
-    tmp.replace(workdir / "config.json")
-
-
 class _Preemption:
-    """SIGTERM (TPU maintenance / preemption) -> save at the next step and stop."""
+    """SIGTERM (TPU maintenance / preemption) -> save at a step and stop. One process: its own
+    handler, save at the next step. Several: JAX's preemption service owns SIGTERM (its notifier
+    is installed by jax.distributed.initialize, so no Python handler may replace it) and names
+    the step at which every process saves (`Checkpointer.reached_preemption`)."""
 
-    def __init__(self) -> None:
-        self.requested = False
+    def __init__(self, ckpt: Checkpointer) -> None:
+        self._ckpt = ckpt
+        self._signalled = False
         self._old = None
 
     def __enter__(self):
+        if jax.process_count() > 1:
+            return self
         try:
             self._old = signal.signal(signal.SIGTERM, self._handle)
         except ValueError:  # not the main thread
@@ -83,7 +83,13 @@ class _Preemption:
         return self
 
     def _handle(self, signum, frame) -> None:
-        self.requested = True
+        self._signalled = True
+
+    def reached(self, step: int) -> bool:
+        """Called by every process after every step, as JAX's sync point requires."""
+        if jax.process_count() > 1:
+            return self._ckpt.reached_preemption(step)
+        return self._signalled
 
     def __exit__(self, *exc) -> None:
         if self._old is not None:
@@ -127,30 +133,53 @@ def train(
     preflight: Callable[[Trainer, Any], Any] | None = None,
 ) -> TrainResult:
     workdir = epath.Path(workdir)
-    write_workdir_config(workdir, config, workdir_config)
-    mesh = mesh or mesh_lib.make_mesh(config.mesh)
-    trainer = build_trainer(config, task, mesh)
-    if preflight is not None:  # e.g. the TPU fit check: an out-of-memory step fails before data
-        preflight(trainer, config)
-    total = int(config.train_steps)
     ckpt = Checkpointer(
         workdir / "checkpoints",
         save_every=int(config.get("checkpoint_every_steps", 1000)),
         keep=int(config.get("keep_checkpoints", 3)),
         async_save=bool(config.get("async_checkpoints", True)),
     )
-    console = Console(total)
-    it = batches if batches is not None else task.train_input(trainer)
-    resume_step = ckpt.latest_step()
-    if resume_step is not None:
-        state, input_state = ckpt.restore(trainer.abstract_state())
-        if input_state is not None and hasattr(it, "set_state"):
-            it.set_state(input_state)
-        console.message(f"resumed from {workdir / 'checkpoints'} at step {resume_step}")
-    else:
-        state = trainer.init_state(init_params)
-    writer = MetricsWriter(workdir, resume_step=resume_step)
+    writer = None
+    try:
+        record = config_record(config, workdir_config)
+        resume_step = ckpt.latest_step()
+        if resume_step is not None:  # before config.json is rewritten: it must describe the ckpt
+            check_resume(workdir, record)
+        write_config(workdir, record)
+        mesh = mesh or mesh_lib.make_mesh(config.mesh)
+        trainer = build_trainer(config, task, mesh)
+        if preflight is not None:  # e.g. the TPU fit check: an out-of-memory step fails before data
+            preflight(trainer, config)
+        console = Console(int(config.train_steps))
+        it = batches if batches is not None else task.train_input(trainer)
+        if resume_step is not None:
+            state, input_state = ckpt.restore(trainer.abstract_state())
+            if input_state is not None and hasattr(it, "set_state"):
+                it.set_state(input_state)
+            console.message(f"resumed from {workdir / 'checkpoints'} at step {resume_step}")
+        else:
+            state = trainer.init_state(init_params)
+        writer = MetricsWriter(workdir, resume_step=resume_step)
+        return _run(config, task, trainer, state, it, ckpt, writer, console)
+    finally:
+        ckpt.close()
+        if writer is not None:
+            writer.close()
 
+
+def _run(
+    config: Any,
+    task: Any,
+    trainer: Trainer,
+    state: TrainState,
+    it: Iterator,
+    ckpt: Checkpointer,
+    writer: MetricsWriter,
+    console: Console,
+) -> TrainResult:
+    """Steps from `state` to config.train_steps: log, evaluate, checkpoint, stop on SIGTERM."""
+    mesh = trainer.mesh
+    total = int(config.train_steps)
     get_input_state = getattr(it, "get_state", lambda: None)
     keys = list(trainer.batch_shardings)
     tokens = _tokens_per_step(trainer)
@@ -173,56 +202,54 @@ def train(
     t_window, steps_in_window, t_first = None, 0, None
     preempted = False
     prev = None
-    try:
-        with _Preemption() as preemption:
-            while step < total:
-                try:
-                    batch = next(it)
-                except StopIteration:
-                    raise BertJaxError(f"training input ran out at step {step}") from None
-                batch = {k: batch[k] for k in keys}
-                state, metrics = trainer.train_step(state, batch)
-                step += 1
-                if prev is not None:  # one step behind, so the host never waits for the device
-                    _check_skips(int(prev["nonfinite_consecutive"]), max_skips, step - 1, ckpt)
-                prev = metrics
-                window.append(metrics)
-                if t_window is None:  # the first step includes compilation: time from its end
-                    jax.block_until_ready(metrics)
-                    t_window, t_first, steps_in_window = now(), now(), 0
-                    first_step = step
-                else:
-                    steps_in_window += 1
-                console.progress(step)
-                if step % log_every == 0 or step == total:
-                    last = _mean_metrics(window)
-                    window = []
-                    elapsed = now() - t_window
-                    if steps_in_window:
-                        per_step = elapsed / steps_in_window
-                        last["tokens_per_sec"] = tokens / per_step
-                        last["seq_per_sec"] = seqs / per_step
-                        last["mfu"] = step_flops / per_step / peak
-                    t_window, steps_in_window = now(), 0
-                    rate = (now() - t_first) / max(step - first_step, 1)
-                    writer.write(step, last)
-                    console.log(step, last, rate * (total - step))
-                    _check_skips(last["nonfinite_consecutive"], max_skips, step, ckpt)
-                if eval_every and step % eval_every == 0 and hasattr(task, "evaluate"):
-                    last_eval = task.evaluate(trainer, state.params) or {}
-                    if last_eval:
-                        last_eval = {f"eval_{k}": v for k, v in last_eval.items()}
-                        writer.write(step, last_eval)
-                        console.eval(step, last_eval)
-                if preemption.requested:
-                    ckpt.save(step, state, get_input_state())
-                    console.message(f"SIGTERM: saved step {step}, stopping")
-                    preempted = True
-                    break
-                ckpt.maybe_save(step, state, get_input_state())
-        if not preempted:
-            ckpt.save(step, state, get_input_state())
-    finally:
-        ckpt.close()
-        writer.close()
+    with _Preemption(ckpt) as preemption:
+        while step < total:
+            try:
+                batch = next(it)
+            except StopIteration:
+                raise BertJaxError(f"training input ran out at step {step}") from None
+            batch = trainer.place_batch({k: batch[k] for k in keys})
+            state, metrics = trainer.train_step(state, batch)
+            step += 1
+            if prev is not None:  # one step behind, so the host never waits for the device
+                _check_skips(int(prev["nonfinite_consecutive"]), max_skips, step - 1, ckpt)
+            prev = metrics
+            window.append(metrics)
+            if t_window is None:  # the first step includes compilation: time from its end
+                jax.block_until_ready(metrics)
+                t_window, t_first, steps_in_window = now(), now(), 0
+                first_step = step
+            else:
+                steps_in_window += 1
+            console.progress(step)
+            if step % log_every == 0 or step == total:
+                last = _mean_metrics(window)
+                window = []
+                elapsed = now() - t_window
+                if steps_in_window:
+                    per_step = elapsed / steps_in_window
+                    last["tokens_per_sec"] = tokens / per_step
+                    last["seq_per_sec"] = seqs / per_step
+                    last["mfu"] = step_flops / per_step / peak
+                t_window, steps_in_window = now(), 0
+                rate = (now() - t_first) / max(step - first_step, 1)
+                writer.write(step, last)
+                console.log(step, last, rate * (total - step))
+                _check_skips(last["nonfinite_consecutive"], max_skips, step, ckpt)
+            if eval_every and step % eval_every == 0 and hasattr(task, "evaluate"):
+                last_eval = task.evaluate(trainer, state.params) or {}
+                if last_eval:
+                    last_eval = {f"eval_{k}": v for k, v in last_eval.items()}
+                    writer.write(step, last_eval)
+                    console.eval(step, last_eval)
+            if preemption.reached(step):
+                ckpt.save(step, state, get_input_state())
+                writer.flush()
+                console.message(f"SIGTERM: saved step {step}, stopping")
+                preempted = True
+                break
+            if ckpt.maybe_save(step, state, get_input_state()):
+                writer.flush()  # the metrics of every checkpointed step are kept
+    if not preempted:
+        ckpt.save(step, state, get_input_state())
     return TrainResult(state, trainer, last, last_eval, preempted)

@@ -48,6 +48,12 @@ class PretrainingTask:
 
     def __post_init__(self) -> None:
         self.spec = objectives.get(self.objective)
+        if self.spec.causal != self.bert_config.causal:
+            # A bidirectional encoder would see the very token it is asked to predict.
+            raise BertJaxError(
+                f"objective {self.spec.name} needs BertConfig.causal={self.spec.causal}, the "
+                f"model has causal={self.bert_config.causal}"
+            )
         self.model = BertForPreTraining(self.bert_config, use_nsp=self.uses_sentence_head)
 
     @property
@@ -61,7 +67,12 @@ class PretrainingTask:
         return {k: jax.ShapeDtypeStruct(shape, dtype) for k, (shape, dtype) in shapes.items()}
 
     def model_inputs(self, batch: Batch) -> dict[str, jax.Array]:
-        return {f"{k}_{'BxP' if k.startswith('masked') else 'BxL'}": batch[k] for k in MODEL_INPUTS}
+        # Without masked_lm_positions (next-token objectives) the LM head sees every position.
+        return {
+            f"{k}_{'BxP' if k.startswith('masked') else 'BxL'}": batch[k]
+            for k in MODEL_INPUTS
+            if k in batch
+        }
 
     def loss_fn(
         self, params: Any, batch: Batch, rng: jax.Array, deterministic: bool
@@ -79,7 +90,7 @@ class PretrainingTask:
             self.bert_config,
             global_batch_size,
             self.max_seq_length,
-            self.max_predictions_per_seq,
+            self.spec.predictions_per_seq(self.max_seq_length, self.max_predictions_per_seq),
             self.uses_sentence_head,
         )
 
@@ -103,7 +114,8 @@ class PretrainingTask:
 
     def evaluate(self, trainer: Any, params: Any) -> dict[str, float]:
         """Metrics over (at most `max_eval_steps` batches of) the held-out shards, weighted as the
-        reference's tf.metrics: MLM by masked_lm_weights, sentence metrics by real examples."""
+        reference's tf.metrics: token metrics by the predicted tokens, sentence metrics by real
+        examples."""
         if not self.eval_files:
             return {}
         data = EvalInput(
@@ -123,10 +135,11 @@ class PretrainingTask:
             if i >= self.max_eval_steps:
                 break
             m = jax.device_get(trainer.eval_step(params, {k: batch[k] for k in keys}))
-            w_mlm = float(jax.device_get(jnp.sum(batch["masked_lm_weights"])))
+            w_tokens = self.spec.predicted_tokens(jax.device_get(batch))
             w_ex = float(jax.device_get(jnp.sum(batch["example_mask"])))
+            sentence = self.spec.sentence_head or "-"
             for k, v in m.items():
-                w = w_mlm if k.startswith("masked_lm") else w_ex
+                w = w_ex if k.startswith(sentence) else w_tokens
                 sums[k] = sums.get(k, 0.0) + float(v) * w
                 weights[k] = weights.get(k, 0.0) + w
         out = {k: sums[k] / max(weights[k], 1e-9) for k in sums}
@@ -181,20 +194,30 @@ def bert_config_from(config: Any) -> BertConfig:
         remat_policy=config.remat_policy,
         hidden_dropout_prob=float(config.get("hidden_dropout_prob", 0.1)),
         attention_probs_dropout_prob=float(config.get("attention_probs_dropout_prob", 0.1)),
+        causal=objectives.get(config.objective).causal,
     )
 
 
 def pretraining_task(config: Any, bert_config: BertConfig) -> PretrainingTask:
     spec = objectives.get(config.objective)
     masking = None
+    mix_set = any(config.get(k) is not None for k in ("mask_prob", "random_prob"))
+    if mix_set and not config.get("dynamic_masking"):
+        raise BertJaxError(
+            "config.mask_prob/random_prob apply to dynamic masking: set dynamic_masking=True, "
+            "or give the mix to create-pretraining-data (--mask_prob/--random_prob) for static "
+            "shards"
+        )
     if config.get("dynamic_masking"):
         if not config.get("vocab_file"):
             raise BertJaxError("dynamic_masking needs config.vocab_file ([MASK] and specials)")
         if spec.masking is None:
             raise BertJaxError(f"objective {spec.name} masks no tokens: turn dynamic_masking off")
-        masking = MaskingSpec.from_vocab_file(
-            config.vocab_file, config.masked_lm_prob, rule=spec.masking
-        )
+        rule = spec.masking
+        for key in ("mask_prob", "random_prob"):
+            if config.get(key) is not None:
+                rule = dataclasses.replace(rule, **{key: float(config[key])})
+        masking = MaskingSpec.from_vocab_file(config.vocab_file, config.masked_lm_prob, rule=rule)
     return PretrainingTask(
         bert_config,
         int(config.global_batch_size),

@@ -9,6 +9,7 @@
     state, metrics = trainer.train_step(state, batch)    # jax.jit, explicit shardings, donated
     metrics = trainer.eval_step(state.params, batch)
     outputs = trainer.predict_step(state.params, batch)  # task.predict; None if it has none
+    batch = trainer.place_batch(numpy_batch)  # a global batch held by every process -> jax.Arrays
     trainer.flops_per_step      # model FLOPs of one optimizer step (task.flops_per_step)
 
 Config keys read here: optimizer, learning_rate, train_steps, warmup_steps, schedule,
@@ -28,6 +29,7 @@ import flax.linen as nn
 import flax.struct
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from flax.core import meta
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
@@ -136,24 +138,45 @@ class Trainer:
     def init_state(self, params: Any = None) -> TrainState:
         """Fresh state from `seed`; with `params` (an unboxed tree of the model's layout, or a
         function fresh_params -> params) the weights are replaced and the optimizer state is
-        initialised for them."""
+        initialised for them.
+
+        The function gets the fresh tree as `jax.ShapeDtypeStruct`s and returns it with host
+        arrays (numpy, the same on every process) where weights are given; the leaves it leaves
+        as ShapeDtypeStructs keep their fresh initialisation. Nothing is gathered onto a host:
+        each process places only its own shards of the given arrays, so FSDP-sharded models
+        spanning several hosts start from a checkpoint too."""
         rng = jax.random.PRNGKey(self.seed)
-        if callable(params):  # e.g. graft pretrained weights into freshly initialised ones
-            fresh = jax.device_get(self.init_state().params)
-            params = params(fresh)
         if params is None:
             init = jax.jit(
                 lambda r: meta.unbox(self._init_boxed(r)), out_shardings=self.state_shardings
             )
             return init(rng)
+        if callable(params):  # e.g. graft pretrained weights into freshly initialised ones
+            params = params(self._abstract.params)
+        given = jax.tree.map(
+            lambda a, s: None if isinstance(a, jax.ShapeDtypeStruct) else _place(a, s),
+            params,
+            self.state_shardings.params,
+        )
 
-        def with_params(r, p):
+        def with_params(r, given):
             state = meta.unbox(self._init_boxed(r))
-            p = jax.tree.map(lambda a, b: a.astype(b.dtype), p, state.params)
+            p = jax.tree.map(
+                lambda fresh, g: fresh if g is None else g.astype(fresh.dtype),
+                state.params,
+                given,
+                is_leaf=lambda x: x is None,
+            )
             return state.replace(params=p, opt_state=self.tx.init(p))
 
         fn = jax.jit(with_params, out_shardings=self.state_shardings)
-        return fn(rng, params)
+        return fn(rng, given)
+
+    def place_batch(self, batch: Batch) -> Batch:
+        """A global batch of host arrays (the same on every process, as fine-tuning's in-memory
+        data) -> global jax.Arrays on this mesh, each process putting only its own rows. Arrays
+        that already are global (the pretraining input's) pass through."""
+        return {k: _place(v, self.batch_shardings[k]) for k, v in batch.items()}
 
     @property
     def flops_per_step(self) -> float:
@@ -217,6 +240,15 @@ class Trainer:
     def _eval_step(self, params: Any, batch: Batch) -> dict:
         loss, metrics = self.task.loss_fn(params, batch, jax.random.PRNGKey(0), True)
         return dict(metrics, loss=loss)
+
+
+def _place(x: Any, sharding: NamedSharding) -> jax.Array:
+    """A host array (the same on every process) as a global array: each process puts only the
+    shards its own devices hold."""
+    if isinstance(x, jax.Array):
+        return jax.device_put(x, sharding) if x.is_fully_addressable else x
+    x = np.asarray(x)
+    return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
 
 
 def build_trainer(config: Any, task: Task, mesh: Mesh) -> Trainer:

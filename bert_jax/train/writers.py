@@ -1,5 +1,8 @@
 """Where metrics go: workdir/metrics.jsonl, TensorBoard event files (tensorboardX, no TF), and a
-console line. Only JAX process 0 writes."""
+console line. Only JAX process 0 writes. The workdir may be local or gs:// (etils.epath): Cloud
+Storage objects cannot be appended to, so there both files are kept in memory and uploaded whole
+now and then (`flush_seconds`), at every `flush()` (the loop flushes after each checkpoint) and
+at `close()`."""
 
 from __future__ import annotations
 
@@ -13,6 +16,8 @@ from typing import Any
 import jax
 from etils import epath
 
+from bert_jax.atomic_write import is_local, write_bytes_atomic, write_text_atomic
+
 
 def _float(v: Any) -> float | int:
     if isinstance(v, int) and not isinstance(v, bool):
@@ -21,47 +26,113 @@ def _float(v: Any) -> float | int:
     return f if math.isfinite(f) else str(f)  # type: ignore[return-value]
 
 
+class _WholeFileWriter:
+    """tensorboardX's event-file object for object stores: appends in memory, uploads the whole
+    file through epath on flush (what tensorboardX's own gs:// writer does with a second client)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = epath.Path(path)
+        self.data = bytearray()
+        self._uploaded = -1
+
+    def write(self, chunk: bytes) -> None:
+        self.data += chunk
+
+    def flush(self) -> None:
+        if len(self.data) != self._uploaded:
+            write_bytes_atomic(self.path, bytes(self.data))
+            self._uploaded = len(self.data)
+
+    def close(self) -> None:
+        self.flush()
+
+
+class _WholeFileWriterFactory:
+    def open(self, path: str) -> _WholeFileWriter:
+        return _WholeFileWriter(path)
+
+    def directory_check(self, path: str) -> None:
+        pass  # object stores have no directories to create
+
+
+def _summary_writer(logdir: epath.Path):
+    from tensorboardX import SummaryWriter, record_writer
+
+    if not is_local(logdir):  # route gs:// (and any other epath scheme) through epath
+        scheme = os.fspath(logdir).split("://", 1)[0]
+        record_writer.register_writer_factory(scheme, _WholeFileWriterFactory())
+    return SummaryWriter(logdir=os.fspath(logdir))
+
+
 class MetricsWriter:
-    def __init__(self, workdir: str | os.PathLike, resume_step: int | None = None) -> None:
+    """metrics.jsonl (one JSON object per logged step) and TensorBoard scalars. A run that starts
+    at `resume_step` (None: step 0) first drops the records of later steps, which it replays."""
+
+    def __init__(
+        self,
+        workdir: str | os.PathLike,
+        resume_step: int | None = None,
+        flush_seconds: float = 60.0,
+    ) -> None:
         self.enabled = jax.process_index() == 0
         self.path = epath.Path(workdir) / "metrics.jsonl"
+        self._append = is_local(self.path)  # else: the whole file is rewritten on flush
+        self._lines: list[str] = []
+        self._dirty = False
+        self._flush_seconds = flush_seconds
+        self._last_upload = time.monotonic()
         self._tb = None
         if not self.enabled:
             return
-        if resume_step is not None and self.path.exists():
-            self._truncate_after(resume_step)
-        from tensorboardX import SummaryWriter
+        if self.path.exists():
+            self._lines = self._lines_up_to(resume_step or 0)
+            write_text_atomic(self.path, "".join(self._lines))
+        self._tb = _summary_writer(epath.Path(workdir) / "tensorboard")
 
-        self._tb = SummaryWriter(logdir=str(epath.Path(workdir) / "tensorboard"))
-
-    def _truncate_after(self, step: int) -> None:
-        """A resumed run replays the steps after its checkpoint: drop their old records."""
+    def _lines_up_to(self, step: int) -> list[str]:
         keep = []
         for line in self.path.read_text().splitlines():
             try:
                 if json.loads(line).get("step", 0) <= step:
-                    keep.append(line)
+                    keep.append(line + "\n")
             except json.JSONDecodeError:
                 continue  # a line cut by a kill
-        tmp = self.path.parent / (self.path.name + ".tmp")
-        tmp.write_text("".join(line + "\n" for line in keep))
-        tmp.replace(self.path)
+        return keep
 
     def write(self, step: int, metrics: dict[str, Any]) -> None:
         if not self.enabled:
             return
         record = {"step": int(step), **{k: _float(v) for k, v in metrics.items()}}
-        with self.path.open("a") as f:
-            f.write(json.dumps(record) + "\n")
+        line = json.dumps(record) + "\n"
+        if self._append:
+            with self.path.open("a") as f:
+                f.write(line)
+        else:
+            self._lines.append(line)
+            self._dirty = True
+            if time.monotonic() - self._last_upload >= self._flush_seconds:
+                self._upload()
         for k, v in record.items():
             if k != "step" and isinstance(v, int | float):
                 self._tb.add_scalar(k, v, int(step))
 
+    def _upload(self) -> None:
+        if self._dirty:
+            write_text_atomic(self.path, "".join(self._lines))
+            self._dirty = False
+        self._last_upload = time.monotonic()
+
     def flush(self) -> None:
+        if not self.enabled:
+            return
+        self._upload()
         if self._tb is not None:
             self._tb.flush()
 
     def close(self) -> None:
+        if not self.enabled:
+            return
+        self._upload()
         if self._tb is not None:
             self._tb.close()
             self._tb = None

@@ -26,7 +26,4 @@ from bert_jax.train.config import finetune_config
 def get_config(task: str = "mrpc") -> ml_collections.ConfigDict:
     c = finetune_config("glue")
     c.task = task
-    c.use_tfds = False
-    c.tfds_dir = ""
-    c.do_predict = False
     return c

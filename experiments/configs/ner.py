@@ -23,14 +23,4 @@ from bert_jax.train.config import finetune_config
 
 
 def get_config() -> ml_collections.ConfigDict:
-    c = finetune_config("ner")
-    c.train_file = "train.txt"
-    c.dev_file = "valid.txt"
-    c.use_tfds = False
-    c.tfds_dir = ""
-    c.strict = False
-    c.feature_based = False
-    c.lstm_size = 768
-    c.learning_rate = 5e-5
-    c.num_train_epochs = 3.0
-    return c
+    return finetune_config("ner")  # lr 5e-5, 3 epochs

@@ -28,14 +28,6 @@ def get_config(version: str = "v1.1") -> ml_collections.ConfigDict:
     c.version = version
     c.train_file = f"train-{version}.json"
     c.predict_file = f"dev-{version}.json"
-    c.max_seq_length = 384
-    c.doc_stride = 128
-    c.max_query_length = 64
-    c.n_best_size = 20
-    c.max_answer_length = 30
-    c.null_score_diff_threshold = 0.0
-    c.strict = False  # True: a training answer not found at its offset is an error, not a skip
-    c.eval_batch_size = 32
     if version == "v2.0":
         c.num_train_epochs = 2.0
     return c

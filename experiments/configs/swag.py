@@ -18,8 +18,6 @@ from bert_jax.train.config import finetune_config
 
 def get_config() -> ml_collections.ConfigDict:
     c = finetune_config("swag")
-    c.train_file = "train.csv"
-    c.dev_file = "val.csv"
     c.learning_rate = 2e-5
     c.train_batch_size = 16
     c.num_train_epochs = 3.0

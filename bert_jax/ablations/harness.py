@@ -1,0 +1,282 @@
+"""Runs a table's arms: corpus -> vocab -> shards -> pretraining -> fine-tuning per task and seed.
+
+Everything lands under the workdir, keyed by what determines it, and a finished piece is never
+redone, so a killed sweep rerun with the same arguments continues where it stopped and ends with
+the same numbers:
+
+  data/          corpus split (train.txt, eval.txt), vocab/, shards per pairing (nsp/, sop/)
+  suite/         the built-in downstream tasks (bert_jax.ablations.suite), unless --task is given
+  pretrain/KEY/  one pretraining workdir per run (tables.Pretrain.key); done.json when finished
+  finetune/KEY[@STEP]/TASK[+bilstm]/seedS/eval_results.json
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import shutil
+from collections.abc import Callable
+
+import jax
+import ml_collections
+from etils import epath
+
+from bert_jax import objectives
+from bert_jax.ablations import suite
+from bert_jax.ablations.scales import Scale
+from bert_jax.ablations.tables import Arm, Pretrain
+from bert_jax.atomic_write import write_json_atomic, write_text_atomic
+from bert_jax.checkpoint import restore_params
+from bert_jax.corpus import embedded
+from bert_jax.data.pipeline import create_pretraining_data
+from bert_jax.errors import BertJaxError
+from bert_jax.interop import graft_encoder
+from bert_jax.runs.pretrain import run_pretraining
+from bert_jax.tasks import runner
+from bert_jax.tokenization.vocab_builder import build_vocab
+from bert_jax.train import build_trainer, make_mesh
+from bert_jax.train.config import finetune_config, pretrain_config
+from bert_jax.train.pretraining import pretraining_task
+
+FAMILY = {"sst2": "glue", "mrpc": "glue", "mnli": "glue", "conll": "ner", "squad": "squad"}
+_ONE_DEVICE = {"data": 1, "fsdp": 1, "tensor": 1}
+
+
+def read_documents(patterns: str) -> list[list[str]]:
+    """Documents of text files in create-pretraining-data's format (one sentence a line, a
+    blank line between documents)."""
+    docs: list[list[str]] = []
+    for pattern in (p.strip() for p in patterns.split(",") if p.strip()):
+        parent, glob = epath.Path(pattern).parent, epath.Path(pattern).name
+        files = sorted(parent.glob(glob))
+        if not files:
+            raise BertJaxError(f"--corpus {pattern}: no files match")
+        for path in files:
+            for block in path.read_text(encoding="utf-8").split("\n\n"):
+                lines = [line.strip() for line in block.splitlines() if line.strip()]
+                if len(lines) >= 2:
+                    docs.append(lines)
+    if len(docs) < 20:
+        raise BertJaxError(f"--corpus {patterns}: {len(docs)} documents; need at least 20")
+    return docs
+
+
+def _write_docs(docs: list[list[str]], path: epath.Path, max_bytes: int) -> None:
+    text, size = [], 0
+    for doc in docs:
+        block = "\n".join(doc) + "\n"
+        if max_bytes and size + len(block) > max_bytes:
+            break
+        text.append(block)
+        size += len(block)
+    write_text_atomic(path, "\n".join(text))
+
+
+@dataclasses.dataclass
+class Harness:
+    workdir: str
+    scale: Scale
+    corpus: str = ""  # comma-separated globs; "" = the embedded corpus
+    tasks: dict[str, str] = dataclasses.field(default_factory=dict)  # kind -> user data dir
+    progress: Callable[[str], None] = print
+
+    def __post_init__(self) -> None:
+        self.root = epath.Path(self.workdir)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._docs: list[list[str]] | None = None
+
+    # ---- data --------------------------------------------------------------------------------
+    def _documents(self) -> list[list[str]]:
+        if self._docs is None:
+            docs = read_documents(self.corpus) if self.corpus else list(embedded.iter_documents())
+            self._docs = docs
+        return self._docs
+
+    def _corpus_split(self) -> tuple[epath.Path, epath.Path]:
+        """Every tenth document is held out: held-out pretraining text and the built-in suite."""
+        data = self.root / "data"
+        train, held = data / "train.txt", data / "eval.txt"
+        if not held.exists():
+            data.mkdir(parents=True, exist_ok=True)
+            docs = self._documents()
+            rest = [d for i, d in enumerate(docs) if i % 10]
+            _write_docs(rest, train, self.scale.corpus_bytes)
+            _write_docs(docs[::10], held, max(self.scale.corpus_bytes // 10, 20_000))
+        return train, held
+
+    def vocab_file(self) -> str:
+        out = self.root / "data" / "vocab"
+        if not (out / "vocab_stats.json").exists():
+            train, _ = self._corpus_split()
+            self.progress(f"building a {self.scale.vocab_size}-token vocab")
+            build_vocab(str(train), self.scale.vocab_size, out, num_threads=1)
+        return str(out / "vocab.txt")
+
+    def shards(self, objective: str) -> tuple[str, str]:
+        """(train, eval) shard globs for an objective's pairing, without static masks (masks are
+        drawn at training time, so every masking mix reads the same shards)."""
+        flag = "sop" if objectives.get(objective).pairing == "swapped_pairs" else "nsp"
+        base = self.root / "data" / flag
+        vocab = self.vocab_file()
+        train, held = self._corpus_split()
+        for split, text in (("train", train), ("eval", held)):
+            if not (base / split / "stats.json").exists():
+                self.progress(f"writing {flag} {split} shards")
+                create_pretraining_data(
+                    str(text), str(base / split), vocab, objective=flag, dynamic_masking=True,
+                    max_seq_length=self.scale.seq, max_predictions_per_seq=self.scale.predictions,
+                    dupe_factor=self.scale.dupe_factor if split == "train" else 1,
+                )  # fmt: skip
+        return str(base / "train" / "shard-*.tfrecord"), str(base / "eval" / "shard-*.tfrecord")
+
+    def task_dir(self, kind: str) -> str:
+        if kind in self.tasks:
+            return self.tasks[kind]
+        out = self.root / "suite"
+        if not (out / "counts.json").exists():
+            self.progress("building the downstream suite from held-out documents")
+            docs = self._documents()
+            counts = suite.build_suite(
+                docs[::10], str(out), self.scale.suite_train, self.scale.suite_dev
+            )
+            write_json_atomic(out / "counts.json", counts, sort_keys=True)
+        return str(out / kind)
+
+    # ---- pretraining -------------------------------------------------------------------------
+    def pretrain_config(self, run: Pretrain) -> ml_collections.ConfigDict:
+        s = self.scale
+        spec = objectives.get(run.objective)
+        train_files, eval_files = self.shards(run.objective)
+        c = pretrain_config(run.model)
+        c.update(
+            dict(
+                dtype="float32", objective=run.objective, vocab_file=self.vocab_file(),
+                train_files=train_files, eval_files=eval_files, max_seq_length=s.seq,
+                max_predictions_per_seq=s.predictions, global_batch_size=s.batch,
+                learning_rate=s.learning_rate, warmup_steps=s.warmup, schedule="linear",
+                train_steps=max(run.steps, 1), eval_every_steps=max(run.steps, 1),
+                checkpoint_every_steps=max(run.steps // 4, 1), keep_checkpoints=5,
+                log_every_steps=max(run.steps // 10, 1), max_eval_steps=s.eval_steps,
+                async_checkpoints=False,
+            )
+        )  # fmt: skip
+        c.mesh.update(_ONE_DEVICE)
+        if spec.masking is not None:
+            c.dynamic_masking = True
+            c.mask_prob, c.random_prob = run.mask_and_random_prob
+        if not run.steps:  # the model at its initialisation: one step that changes nothing
+            c.learning_rate, c.warmup_steps, c.schedule = 0.0, 0, "constant"
+        return c
+
+    def pretrain(self, run: Pretrain) -> epath.Path:
+        wd = self.root / "pretrain" / run.key
+        if not (wd / "done.json").exists():
+            self.progress(f"pretraining {run.key}")
+            result = run_pretraining(self.pretrain_config(run), str(wd))
+            if result.preempted:
+                raise BertJaxError(f"{wd}: pretraining was interrupted; rerun to continue")
+            write_json_atomic(wd / "done.json", result.last_eval, sort_keys=True)
+        return wd
+
+    def snapshot(self, run: Pretrain, step: int) -> epath.Path:
+        """A workdir holding only the checkpoint of `step` (Figure 5 fine-tunes each)."""
+        src = self.pretrain(run)
+        out = self.root / "snapshots" / f"{run.key}@{step}"
+        if not (out / "checkpoints" / str(step)).exists():
+            if not (src / "checkpoints" / str(step)).exists():
+                raise BertJaxError(f"{src}: no checkpoint at step {step}")
+            tmp = out.parent / (out.name + ".tmp")
+            if tmp.exists():
+                shutil.rmtree(tmp)
+            (tmp / "checkpoints").mkdir(parents=True)
+            for name in ("config.json", "vocab.txt"):
+                shutil.copyfile(src / name, tmp / name)
+            shutil.copytree(src / "checkpoints" / str(step), tmp / "checkpoints" / str(step))
+            if out.exists():
+                shutil.rmtree(out)
+            tmp.rename(out)
+        return out
+
+    # ---- scores ------------------------------------------------------------------------------
+    def finetune(self, arm: Arm, task: str, seed: int) -> float:
+        """Dev headline x 100 (accuracy; entity F1; SQuAD F1) of one fine-tuning run."""
+        s = self.scale
+        src = self.pretrain(arm.pretrain) if arm.step is None else self.snapshot(
+            arm.pretrain, arm.step
+        )
+        kind = task.removesuffix("_feature")
+        tag = task + ("+bilstm" if arm.bilstm else "")
+        at = "" if arm.step is None else f"@{arm.step}"
+        out = self.root / "finetune" / f"{arm.pretrain.key}{at}" / tag / f"seed{seed}"
+        results = out / "eval_results.json"
+        if not results.exists():
+            c = finetune_config(FAMILY[kind])
+            c.update(
+                dict(
+                    data_dir=self.task_dir(kind), init_checkpoint=str(src), seed=seed,
+                    max_seq_length=s.seq, learning_rate=s.finetune_lr,
+                    num_train_epochs=s.finetune_epochs, train_batch_size=s.finetune_batch,
+                    eval_batch_size=64, log_every_steps=10_000, checkpoint_every_steps=10**9,
+                    num_devices=1, async_checkpoints=False,
+                )
+            )  # fmt: skip
+            c.mesh.update(_ONE_DEVICE)
+            if FAMILY[kind] == "glue":
+                c.task = kind
+            if kind == "squad":
+                c.doc_stride, c.max_query_length = s.seq // 4, s.seq // 4
+            if arm.bilstm:
+                c.bilstm_size = s.lstm_size
+            if task == "conll_feature":  # Table 7's best: concat of the last four layers
+                c.feature_based, c.lstm_size, c.learning_rate = True, s.lstm_size, 1e-3
+            runner.finetune(c, str(out))
+        metrics = json.loads(results.read_text())
+        if kind == "squad":
+            return float(metrics["f1"])
+        return 100.0 * float(metrics["f1" if kind == "conll" else "accuracy"])
+
+    def intrinsic(self, arm: Arm, task: str) -> float:
+        """`mlm_ppl`: exp of the held-out masked-LM loss; `nsp` / `sop`: accuracy x 100 of the
+        model's own sentence head on held-out NSP / SOP pairs (a model pretrained without one
+        gets a freshly initialised head: chance by construction, as ALBERT's "none" row)."""
+        wd = self.pretrain(arm.pretrain)
+        if task == "mlm_ppl":
+            final = json.loads((wd / "done.json").read_text())
+            return math.exp(final["eval_masked_lm_loss"])
+        objective = {"nsp": "mlm_nsp", "sop": "mlm_sop"}[task]
+        cfg = self.pretrain_config(dataclasses.replace(arm.pretrain, objective=objective))
+        bert_config, params = restore_params(str(wd))
+        eval_task = pretraining_task(cfg, bert_config)
+        trainer = build_trainer(cfg, eval_task, make_mesh(cfg.mesh, jax.devices()[:1]))
+        fresh = trainer.init_state().params
+        metrics = eval_task.evaluate(trainer, graft_encoder(fresh, params))
+        head = objectives.get(objective).sentence_head
+        return 100.0 * metrics[f"{head}_accuracy"]
+
+
+
+def majority_baseline(task_dir: str, kind: str) -> float:
+    """Dev score x 100 of always answering the training set's most frequent answer (label;
+    "O" for every word, which scores entity F1 0; SQuAD's most frequent answer text)."""
+    from collections import Counter
+
+    from bert_jax.tasks import glue, squad, squad_eval
+
+    if kind == "conll":
+        return 0.0
+    if kind == "squad":
+        train = squad.load_dataset(f"{task_dir}/train-v1.1.json")
+        answers = Counter(
+            qa["answers"][0]["text"]
+            for article in train for p in article["paragraphs"] for qa in p["qas"]
+        )  # fmt: skip
+        dev = squad.load_dataset(f"{task_dir}/dev-v1.1.json")
+        top = answers.most_common(1)[0][0]
+        preds = {qa["id"]: top for a in dev for p in a["paragraphs"] for qa in p["qas"]}
+        return float(squad_eval.evaluate_v1(dev, preds)["f1"])
+    spec = glue.get_spec(kind)
+    train = Counter(ex.label for ex in glue.read_split(spec, task_dir, "train"))
+    top = train.most_common(1)[0][0]
+    dev = [ex.label for ex in glue.read_split(spec, task_dir, spec.dev_splits[0])]
+    return 100.0 * sum(label == top for label in dev) / len(dev)

@@ -1,0 +1,110 @@
+"""A table's scores -> `<table>.json` (the stable format scripts read), `<table>.md` and plots.
+
+JSON: {"table": T, "scale": S, "arms": {ARM: {TASK: {"median", "std", "n", "paper"}}},
+       "baselines": {TASK: {"majority": m}}}
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+from etils import epath
+
+from bert_jax.atomic_write import write_json_atomic, write_text_atomic
+
+TITLES = {
+    "5": "Table 5: pretraining tasks",
+    "6": "Table 6: model size (held-out masked-LM perplexity and fine-tuning)",
+    "8": "Table 8: masking mixes (MASK/SAME/RND)",
+    "fig5": "Figure 5: fine-tuning accuracy along pretraining",
+    "nsp_sop": "NSP/SOP intrinsic cross-check (ALBERT Table 5 logic)",
+}
+
+
+def summarize(values: list[float], paper: float | None) -> dict:
+    v = np.asarray(values, np.float64)
+    return {
+        "median": float(np.median(v)),
+        "std": float(v.std(ddof=1)) if len(v) > 1 else 0.0,
+        "n": len(v),
+        "paper": paper,
+    }
+
+
+def write(out_dir: str, table: str, scale: str, arms: dict, baselines: dict) -> dict:
+    doc = {"table": table, "scale": scale, "arms": arms, "baselines": baselines}
+    out = epath.Path(out_dir)
+    write_json_atomic(out / f"{table}.json", doc, sort_keys=False)
+    write_text_atomic(out / f"{table}.md", markdown(doc))
+    plot(doc, out)
+    return doc
+
+
+def markdown(doc: dict) -> str:
+    tasks = list(dict.fromkeys(t for row in doc["arms"].values() for t in row))
+    lines = [f"# {TITLES[doc['table']]} ({doc['scale']} scale)", ""]
+    lines.append("median ± std over n runs (paper's number in brackets)")
+    lines += ["", "| arm | " + " | ".join(tasks) + " |", "|---" * (len(tasks) + 1) + "|"]
+    for arm, row in doc["arms"].items():
+        cells = []
+        for t in tasks:
+            r = row.get(t)
+            if r is None:
+                cells.append("")
+                continue
+            paper = f" [{r['paper']}]" if r["paper"] is not None else ""
+            cells.append(f"{r['median']:.2f} ± {r['std']:.2f} (n={r['n']}){paper}")
+        lines.append(f"| {arm} | " + " | ".join(cells) + " |")
+    if doc["baselines"]:
+        row = [f"{doc['baselines'].get(t, {}).get('majority', ''):.2f}"
+               if t in doc["baselines"] else "" for t in tasks]  # fmt: skip
+        lines.append("| majority class | " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(doc: dict, out: epath.Path) -> None:
+    """Figure 5: accuracy against pretraining steps per objective; Table 6: perplexity against
+    parameters of the encoder stack (L x H^2 x 12)."""
+    if doc["table"] not in ("fig5", "6"):
+        return
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    if doc["table"] == "fig5":
+        for label in ("MLM", "LTR"):
+            points = sorted(
+                (int(arm.split("@")[1]), row["mrpc"]["median"])
+                for arm, row in doc["arms"].items()
+                if arm.startswith(f"{label}@")
+            )
+            if "random init" in doc["arms"]:
+                points.insert(0, (0, doc["arms"]["random init"]["mrpc"]["median"]))
+            ax.plot(*zip(*points, strict=True), marker="o", label=label)
+        ax.set_xlabel("pretraining steps")
+        ax.set_ylabel("pair task dev accuracy")
+    else:
+        points = []
+        for arm, row in doc["arms"].items():
+            layers, hidden, _ = (int(x) for x in re.findall(r"\d+", arm))
+            points.append((12 * layers * hidden**2, row["mlm_ppl"]["median"], arm))
+        points.sort()
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o")
+        for x, y, arm in points:
+            ax.annotate(arm, (x, y), fontsize=6)
+        ax.set_xscale("log")
+        ax.set_xlabel("encoder parameters (12 L H^2)")
+        ax.set_ylabel("held-out masked-LM perplexity")
+    ax.set_title(TITLES[doc["table"]], fontsize=8)
+    ax.legend() if doc["table"] == "fig5" else None
+    fig.tight_layout()
+    fig.savefig(str(out / f"{doc['table']}.png"), dpi=120)
+    plt.close(fig)
+
+
+def read(path: str) -> dict:
+    return json.loads(epath.Path(path).read_text())

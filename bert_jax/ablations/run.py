@@ -1,0 +1,81 @@
+"""`bert-jax ablate`: every arm of a table, pretrain -> fine-tune each task over seeds -> table.
+
+    ablate("5", "cpu", "/tmp/ablate", seeds=3)    # writes /tmp/ablate/5.{json,md}
+
+At `tpu` scale nothing trains here: `bert_jax.ablations.tpu` writes each arm's configs, checks
+that they fit, and writes the launch script.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+
+from bert_jax.ablations import report, tables
+from bert_jax.ablations.harness import Harness, majority_baseline
+from bert_jax.ablations.scales import SCALES, Scale
+from bert_jax.errors import BertJaxError
+
+INTRINSIC = ("mlm_ppl", "nsp", "sop")
+
+
+def scale_for(
+    scale: str, steps: int = 0, model: str = "", seeds: int = 0, quick: bool = False
+) -> Scale:
+    if scale not in SCALES or scale == "quick":
+        raise BertJaxError(f"--scale={scale}: use cpu or tpu")
+    s = SCALES["quick"] if quick else SCALES[scale]
+    overrides = {k: v for k, v in (("steps", steps), ("model", model), ("seeds", seeds)) if v}
+    return dataclasses.replace(s, **overrides)
+
+
+def _share_compiled_steps(workdir: str) -> None:
+    """Arms of a table compile identical train steps (same shapes, other weights): JAX's
+    persistent compilation cache under the workdir compiles each once (halves a quick run)."""
+    import jax
+
+    if jax.config.jax_compilation_cache_dir is None and "://" not in workdir:
+        jax.config.update("jax_compilation_cache_dir", f"{workdir}/jax_cache")
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+def ablate(
+    table: str,
+    scale: Scale,
+    workdir: str,
+    corpus: str = "",
+    tasks: dict[str, str] | None = None,
+    progress: Callable[[str], None] = print,
+) -> dict:
+    """Runs (or continues) every arm of `table`; writes and returns the table document."""
+    _share_compiled_steps(workdir)
+    arms = tables.arms(table, scale.model, scale.steps, scale.sizes)
+    tasks = tasks or {}
+    harness = Harness(workdir, scale, corpus, tasks, progress)
+    paper = tables.PAPER.get(table, {})
+    jobs = [(arm, task, seed) for arm in arms for task in arm.tasks
+            for seed in (range(1) if task in INTRINSIC else range(scale.seeds))]  # fmt: skip
+    scores: dict[str, dict[str, list[float]]] = {}
+    start = time.time()
+    for i, (arm, task, seed) in enumerate(jobs, 1):
+        name = tasks.get(task, task) if task in tasks else task
+        progress(f"[{i}/{len(jobs)}] table {table}: arm {arm.name!r}, task {name}, seed {seed}"
+                 f" ({time.time() - start:.0f}s)")  # fmt: skip
+        if task in INTRINSIC:
+            value = harness.intrinsic(arm, task)
+        else:
+            value = harness.finetune(arm, task, seed)
+        scores.setdefault(arm.name, {}).setdefault(task, []).append(value)
+    rows = {
+        arm: {t: report.summarize(v, paper.get(arm, {}).get(t)) for t, v in row.items()}
+        for arm, row in scores.items()
+    }
+    kinds = {t.removesuffix("_feature") for a in arms for t in a.tasks if t not in INTRINSIC}
+    baselines = {k: {"majority": majority_baseline(harness.task_dir(k), k)} for k in sorted(kinds)}
+    for task in [t for a in arms for t in a.tasks if t.endswith("_feature")]:
+        baselines[task] = baselines[task.removesuffix("_feature")]
+    doc = report.write(workdir, table, scale.name, rows, baselines)
+    progress(f"wrote {workdir}/{table}.json and {table}.md ({time.time() - start:.0f}s)")
+    return doc

@@ -1,0 +1,58 @@
+"""How big an ablation run is. `quick` is the minutes-long end-to-end run the tests use; `cpu`
+the tables on a 2-core machine in hours (tiny models, the embedded corpus); `tpu` the paper's
+recipe (BERT-base, batch 256, 1M steps at Adam 1e-4 with 10k warmup, 128 then 512 tokens)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from bert_jax.ablations.tables import PAPER_SIZES
+
+
+@dataclasses.dataclass(frozen=True)
+class Scale:
+    name: str
+    model: str  # pretraining model of every arm but Table 6's
+    steps: int  # pretraining steps (phase 1 at `tpu` scale)
+    seq: int
+    predictions: int
+    batch: int
+    learning_rate: float
+    warmup: int
+    vocab_size: int
+    corpus_bytes: int  # pretraining text taken from the corpus
+    dupe_factor: int
+    suite_train: int  # built-in downstream tasks: examples per train / dev split
+    suite_dev: int
+    finetune_epochs: float
+    finetune_lr: float
+    finetune_batch: int
+    lstm_size: int  # "+ BiLSTM" and feature-based NER
+    sizes: tuple[tuple[int, int, int], ...]  # Table 6 (L, H, A)
+    eval_steps: int  # held-out pretraining batches (perplexity, NSP/SOP)
+    seeds: int = 5
+    phase2_steps: int = 0  # `tpu`: steps at `phase2_seq` after phase 1 (the paper's 10%)
+    phase2_seq: int = 512
+
+
+SCALES = {
+    "quick": Scale(
+        "quick", "L1-H64-A2", steps=16, seq=64, predictions=10, batch=16, learning_rate=1e-3,
+        warmup=0, vocab_size=800, corpus_bytes=150_000, dupe_factor=1, suite_train=64,
+        suite_dev=32, finetune_epochs=1.0, finetune_lr=1e-3, finetune_batch=16, lstm_size=16,
+        sizes=((1, 32, 1), (1, 64, 2)), eval_steps=2, seeds=1,
+    ),
+    "cpu": Scale(
+        "cpu", "L2-H128-A2", steps=3000, seq=128, predictions=20, batch=32, learning_rate=1e-3,
+        warmup=300, vocab_size=4000, corpus_bytes=3_000_000, dupe_factor=5, suite_train=2000,
+        suite_dev=500, finetune_epochs=3.0, finetune_lr=2e-4, finetune_batch=32, lstm_size=128,
+        sizes=((1, 128, 2), (2, 128, 1), (2, 128, 2), (4, 128, 2), (4, 192, 3), (8, 192, 3)),
+        eval_steps=20, seeds=5,
+    ),
+    "tpu": Scale(
+        "tpu", "L12-H768-A12", steps=900_000, seq=128, predictions=20, batch=256,
+        learning_rate=1e-4, warmup=10_000, vocab_size=30522, corpus_bytes=0, dupe_factor=10,
+        suite_train=0, suite_dev=0, finetune_epochs=3.0, finetune_lr=5e-5, finetune_batch=32,
+        lstm_size=768, sizes=PAPER_SIZES, eval_steps=100, seeds=5, phase2_steps=100_000,
+    ),
+}  # fmt: skip

@@ -1,0 +1,128 @@
+"""`bert-jax ablate --scale tpu`: the paper's recipe per arm, checked to fit, as a launch script.
+
+For every distinct pretraining run of the table this writes the phase-1 (128 tokens, 900k steps)
+and phase-2 (512 tokens, 100k steps, from phase 1) `bert-jax pretrain` commands with the arm's
+objective, model and masking mix, and the `bert-jax finetune` commands of its tasks over the
+seeds, each wrapped in `python tpu_setup/tpu.py run --name TPU_NAME` so that it runs on every
+worker of the slice. Before writing anything, each run's train step is compiled ahead of time
+for the slice (`bert_jax.aot`, libtpu's compile-only devices: `pip install 'bert-jax[tpu]'`);
+a run that does not fit stops the plan with the knobs to turn.
+
+  WORKDIR/plan/<table>.sh      the commands, in order (shards first, then arm by arm)
+  WORKDIR/plan/<table>.json    per run: key, config overrides, the fit report's numbers
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shlex
+
+from etils import epath
+
+from bert_jax import objectives
+from bert_jax.ablations import tables
+from bert_jax.ablations.harness import FAMILY
+from bert_jax.ablations.scales import Scale
+from bert_jax.atomic_write import write_json_atomic, write_text_atomic
+from bert_jax.errors import BertJaxError
+from bert_jax.train.config import pretrain_config
+
+_FINETUNE_CONFIG = {"glue": "glue.py:{kind}", "ner": "ner.py", "squad": "squad.py:v1.1"}
+
+
+def run_overrides(run: tables.Pretrain, scale: Scale, data: str, phase: int) -> dict:
+    """The `--config.*` values of one phase of a pretraining run (paper hyperparameters)."""
+    flag = "sop" if objectives.get(run.objective).pairing == "swapped_pairs" else "nsp"
+    seq = scale.seq if phase == 1 else scale.phase2_seq
+    out = {
+        "objective": run.objective,
+        "train_files": f"{data}/{flag}{seq}/train/shard-*.tfrecord",
+        "eval_files": f"{data}/{flag}{seq}/eval/shard-*.tfrecord",
+        "vocab_file": f"{data}/vocab.txt",
+        "global_batch_size": scale.batch,
+        "learning_rate": scale.learning_rate,
+        "warmup_steps": scale.warmup,
+        "max_seq_length": seq,
+        "max_predictions_per_seq": scale.predictions if phase == 1 else 80,
+        "train_steps": scale.steps if phase == 1 else scale.phase2_steps,
+    }
+    if objectives.get(run.objective).masking is not None:
+        mask, rnd = run.mask_and_random_prob
+        out.update(dynamic_masking=True, mask_prob=mask, random_prob=rnd)
+    return out
+
+
+def fit_check(run: tables.Pretrain, overrides: dict, topology: str) -> dict:
+    from bert_jax.aot.pretraining import compile_pretraining, not_fit_message
+
+    config = pretrain_config(run.model)
+    # The step's shapes and sharding; files and masking only matter to the input pipeline.
+    skip = {"train_files", "eval_files", "vocab_file", "dynamic_masking", "mask_prob",
+            "random_prob"}  # fmt: skip
+    config.update({k: v for k, v in overrides.items() if k not in skip})
+    config.vocab_size = 30522
+    report, trainer = compile_pretraining(config, topology)
+    if not report.fits:
+        raise BertJaxError(f"{run.key}: " + not_fit_message(report, config, trainer, topology))
+    return {"fits": True, "required_gib": report.required_bytes / 2**30,
+            "flops_per_step": trainer.flops_per_step}  # fmt: skip
+
+
+def _flags(overrides: dict) -> str:
+    return " ".join(f"--config.{k}={shlex.quote(str(v))}" for k, v in overrides.items())
+
+
+def plan(
+    table: str, scale: Scale, workdir: str, topology: str, tpu_name: str, tasks: dict[str, str]
+) -> dict:
+    arms = tables.arms(table, scale.model, scale.steps, scale.sizes)
+    data = f"{workdir}/data"
+    on_tpu = f"python tpu_setup/tpu.py run --name {shlex.quote(tpu_name or 'TPU_NAME')} --"
+    lines = ["#!/usr/bin/env bash", f"# bert-jax ablate --table {table} --scale tpu", "set -eu",
+             f"# Shards: bert-jax create-pretraining-data --objective nsp|sop --dynamic_masking "
+             f"--max_seq_length 128|512 into {data}/<nsp|sop><128|512>/{{train,eval}}; vocab "
+             f"{data}/vocab.txt"]  # fmt: skip
+    runs: dict[str, dict] = {}
+    for arm in arms:
+        run = arm.pretrain
+        p1, p2 = f"{workdir}/pretrain/{run.key}-p1", f"{workdir}/pretrain/{run.key}-p2"
+        if run.key not in runs and run.steps:
+            one, two = (run_overrides(run, scale, data, phase) for phase in (1, 2))
+            runs[run.key] = {"phase1": one, "phase2": two, "fit": fit_check(run, one, topology)}
+            config = f"experiments/configs/pretrain.py:{run.model}"
+            lines.append(f"{on_tpu} bert-jax pretrain --config {config} --workdir {p1} "
+                         f"{_flags(one)}")  # fmt: skip
+            lines.append(f"{on_tpu} bert-jax pretrain --config {config} --workdir {p2} "
+                         f"--config.init_checkpoint={p1} {_flags(two)}")  # fmt: skip
+        source = p2
+        if not run.steps and run.key not in runs:  # the model at init: one step at lr 0
+            zero = {"objective": run.objective, "train_steps": 1, "learning_rate": 0.0,
+                    "warmup_steps": 0, "schedule": "constant", "vocab_file": f"{data}/vocab.txt",
+                    "train_files": f"{data}/nsp128/train/shard-*.tfrecord"}  # fmt: skip
+            runs[run.key] = {"phase1": zero}
+            source = f"{workdir}/pretrain/{run.key}"
+            lines.append(f"{on_tpu} bert-jax pretrain --config experiments/configs/pretrain.py:"
+                         f"{run.model} --workdir {source} {_flags(zero)}")  # fmt: skip
+        elif not run.steps:
+            source = f"{workdir}/pretrain/{run.key}"
+        for task in arm.tasks:
+            kind = task.removesuffix("_feature")
+            if kind not in FAMILY:  # intrinsic: the pretraining run's own eval metrics
+                continue
+            config = "experiments/configs/" + _FINETUNE_CONFIG[FAMILY[kind]].format(kind=kind)
+            extra = {"init_checkpoint": source, "data_dir": tasks.get(kind, f"DATA/{kind}"),
+                     "num_seeds": scale.seeds,
+                     **({"bilstm_size": scale.lstm_size} if arm.bilstm else {}),
+                     **({"feature_based": True} if task.endswith("_feature") else {})}  # fmt: skip
+            out = f"{workdir}/finetune/{run.key}/{task}{'+bilstm' if arm.bilstm else ''}"
+            lines.append(f"{on_tpu} bert-jax finetune --config {config} --workdir {out} "
+                         f"{_flags(extra)}")  # fmt: skip
+    out_dir = epath.Path(workdir) / "plan"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(out_dir / f"{table}.sh", "\n".join(lines) + "\n")
+    doc = {"table": table, "topology": topology, "scale": dataclasses.asdict(scale),
+           "runs": runs}  # fmt: skip
+    write_json_atomic(out_dir / f"{table}.json", doc, sort_keys=True)
+    print(f"every pretraining run fits {topology}; wrote {out_dir}/{table}.sh")
+    return json.loads(json.dumps(doc))

@@ -1,0 +1,30 @@
+"""TPU chips by JAX's `device_kind`: peak dense bf16 FLOP/s (the vendors' published figures) and
+JAX devices per chip. The one table behind MFU (bert_jax.train.flops) and the slice catalogue
+(bert_jax.aot.topology). Imports nothing, so tpu_setup/ reads it without JAX."""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class TpuChip:
+    peak_flops: float  # dense bf16 FLOP/s of one chip
+    devices_per_chip: int  # v2/v3 show each TensorCore as a device; v4 on, one (megacore)
+
+    @property
+    def peak_flops_per_device(self) -> float:
+        return self.peak_flops / self.devices_per_chip
+
+
+TPU_CHIPS = {
+    "TPU v2": TpuChip(45e12, 2),
+    "TPU v3": TpuChip(123e12, 2),
+    "TPU v4": TpuChip(275e12, 1),
+    "TPU v5 lite": TpuChip(197e12, 1),
+    "TPU v5e": TpuChip(197e12, 1),
+    "TPU v5": TpuChip(459e12, 1),
+    "TPU v5p": TpuChip(459e12, 1),
+    "TPU v6 lite": TpuChip(918e12, 1),
+    "TPU v6e": TpuChip(918e12, 1),
+}

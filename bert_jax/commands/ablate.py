@@ -1,0 +1,62 @@
+"""`bert-jax ablate`: reproduce one of the BERT paper's ablations, every arm end to end.
+
+  bert-jax ablate --table 5 --scale cpu --workdir /tmp/ablate --seeds 3
+  bert-jax ablate --table 5 --scale cpu --workdir /tmp/q --quick        # minutes, every arm
+  bert-jax ablate --table 5 --scale tpu --workdir gs://B/ablate --tpu_name my-v4 --topology v4-32
+
+Tables: 5 (pretraining tasks: BERT, No NSP, LTR & No NSP, + BiLSTM, random init), 6 (model
+size: held-out masked-LM perplexity and fine-tuning), 8 (MASK/SAME/RND mixes), fig5
+(fine-tuning along pretraining, MLM vs LTR; a PNG), nsp_sop (NSP/SOP intrinsic cross-check).
+Each arm is pretrained on --corpus (default: the embedded corpus) and fine-tuned on the built-in
+offline suite (sst2, mrpc, conll, squad; bert_jax/ablations/suite.py) over --seeds seeds, or on
+your data with --task KIND:DIR (kinds sst2, mrpc, mnli, conll, squad; the layouts `bert-jax
+finetune` reads). Writes WORKDIR/<table>.json, <table>.md (median ± std, the paper's number)
+and plots. Rerun the same command after a kill: finished runs are kept, the rest continue.
+"""
+
+from __future__ import annotations
+
+from absl import flags
+
+from bert_jax.errors import BertJaxError
+
+_TABLE = flags.DEFINE_enum("table", None, ["5", "6", "8", "fig5", "nsp_sop"], "Which ablation.")
+_SCALE = flags.DEFINE_enum("scale", "cpu", ["cpu", "tpu"], "cpu: tiny models; tpu: the paper's.")
+_WORKDIR = flags.DEFINE_string("workdir", None, "Where runs, tables and plots go.")
+_CORPUS = flags.DEFINE_string("corpus", "", "Pretraining text globs (default: embedded corpus).")
+_TASK = flags.DEFINE_multi_string("task", [], "KIND:DIR, replaces a built-in task (repeatable).")
+_STEPS = flags.DEFINE_integer("steps", 0, "Pretraining steps per arm (0 = the scale's).")
+_MODEL = flags.DEFINE_string("model", "", "Model preset of the arms (Table 6 keeps its grid).")
+_SEEDS = flags.DEFINE_integer("seeds", 0, "Fine-tuning seeds per task (0 = the scale's, 5).")
+_QUICK = flags.DEFINE_bool("quick", False, "Minutes-long run of every arm (what tests use).")
+_TPU_NAME = flags.DEFINE_string("tpu_name", "", "--scale tpu: the TPU VM to launch on.")
+_TOPOLOGY = flags.DEFINE_string("topology", "v4-32", "--scale tpu: the slice to fit-check.")
+
+KINDS = ("sst2", "mrpc", "mnli", "conll", "squad")
+
+
+def _tasks(values: list[str]) -> dict[str, str]:
+    out = {}
+    for value in values:
+        kind, sep, directory = value.partition(":")
+        if not sep or kind not in KINDS or not directory:
+            raise BertJaxError(f"--task={value}: expected KIND:DIR with KIND in {', '.join(KINDS)}")
+        out[kind] = directory
+    return out
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) > 1:
+        raise BertJaxError(f"unexpected arguments: {' '.join(argv[1:])}")
+    if not _TABLE.value or not _WORKDIR.value:
+        raise BertJaxError("--table and --workdir are required")
+    from bert_jax.ablations.run import ablate, scale_for
+
+    scale = scale_for(_SCALE.value, _STEPS.value, _MODEL.value, _SEEDS.value, _QUICK.value)
+    tasks = _tasks(_TASK.value)
+    if _SCALE.value == "tpu":
+        from bert_jax.ablations.tpu import plan
+
+        plan(_TABLE.value, scale, _WORKDIR.value, _TOPOLOGY.value, _TPU_NAME.value, tasks)
+        return
+    ablate(_TABLE.value, scale, _WORKDIR.value, _CORPUS.value, tasks)

@@ -1,0 +1,175 @@
+"""The ablation harness: the causal switch against transformers, the LTR objective, masking
+mixes in static shards, the offline downstream suite, and `--quick` runs of every table (every
+arm end to end, resumable)."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import numpy as np
+import pytest
+
+from bert_jax.ablations import suite, tables
+from bert_jax.config import preset
+from bert_jax.errors import BertJaxError
+
+
+def test_causal_encoder_matches_transformers_decoder(tmp_path):
+    import torch
+    import transformers
+
+    from bert_jax.interop import hf
+    from bert_jax.model import BertModel
+
+    cfg = transformers.BertConfig(
+        vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=37, is_decoder=True,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    theirs = transformers.BertModel(cfg).eval()
+    theirs.save_pretrained(tmp_path)
+    config, params, _, _ = hf.read_hf_dir(tmp_path, None)
+    assert config.causal  # is_decoder=True reads as a causal encoder
+    ids = np.random.RandomState(0).randint(1, 99, (2, 9))
+    mask = np.ones((2, 9), np.int64)
+    mask[1, 6:] = 0
+    with torch.no_grad():
+        ref = theirs(torch.tensor(ids), attention_mask=torch.tensor(mask)).last_hidden_state
+    real = mask.astype(bool)
+    for explicit in (False, True):  # fused attention, and the path that returns probabilities
+        out = BertModel(config.replace(causal=True)).apply(
+            {"params": params["bert"]}, ids, mask, output_attentions=explicit
+        )
+        np.testing.assert_allclose(np.asarray(out.sequence_output)[real], ref.numpy()[real],
+                                   atol=1e-5)  # fmt: skip
+    bidirectional = BertModel(config.replace(causal=False)).apply(
+        {"params": params["bert"]}, ids, mask
+    )
+    assert np.abs(np.asarray(bidirectional.sequence_output)[real] - ref.numpy()[real]).max() > 1e-2
+
+
+def test_ltr_objective_needs_a_causal_model():
+    from bert_jax.train.pretraining import PretrainingTask
+
+    with pytest.raises(BertJaxError, match="causal"):
+        PretrainingTask(preset("tiny", vocab_size=50), 2, 16, 4, objective="ltr")
+    PretrainingTask(preset("tiny", vocab_size=50, causal=True), 2, 16, 4, objective="ltr")
+
+
+def test_masking_mix_reaches_static_shards(tmp_path, uncased_vocab):
+    from bert_jax.data.pipeline import create_pretraining_data
+    from bert_jax.shards.example import decode
+    from bert_jax.shards.tfrecord import read_records
+    from bert_jax.tokenization.vocab import load_vocab
+
+    mask_id = load_vocab(str(uncased_vocab))["[MASK]"]
+    kept = {}
+    for mix in ((1.0, 0.0), (0.0, 0.0)):
+        out = tmp_path / str(mix)
+        stats = create_pretraining_data(
+            "embedded:20", str(out), str(uncased_vocab), max_seq_length=48,
+            max_predictions_per_seq=8, dupe_factor=1, mask_prob=mix[0], random_prob=mix[1],
+        )  # fmt: skip
+        assert stats["settings"]["mask_prob"] == mix[0]
+        at_mask = []
+        for record in read_records(str(next(out.glob("*.tfrecord")))):
+            f = decode(record)
+            n = int(f["masked_lm_weights"].sum())
+            picked = f["input_ids"][f["masked_lm_positions"][:n]]
+            at_mask.append(picked == mask_id)
+            if mix == (0.0, 0.0):  # 0/0/100: selected tokens keep their id
+                assert (picked == f["masked_lm_ids"][:n]).all()
+        kept[mix] = np.concatenate(at_mask).mean()
+    assert kept[1.0, 0.0] == 1.0 and kept[0.0, 0.0] == 0.0
+    with pytest.raises(BertJaxError, match="mask_prob"):
+        create_pretraining_data("embedded:5", str(tmp_path / "bad"), str(uncased_vocab),
+                                mask_prob=0.9, random_prob=0.2)  # fmt: skip
+
+
+def test_suite_is_deterministic_and_readable_by_the_task_readers(tmp_path):
+    from bert_jax.corpus import embedded
+    from bert_jax.tasks import glue, ner, squad
+
+    docs = list(embedded.iter_documents(max_documents=400, packages=()))[::4]
+    counts = suite.build_suite(docs, str(tmp_path / "a"), 120, 60)
+    suite.build_suite(docs, str(tmp_path / "b"), 120, 60)
+    for a in sorted((tmp_path / "a").rglob("*.*")):
+        assert a.read_bytes() == (tmp_path / "b" / a.relative_to(tmp_path / "a")).read_bytes()
+    assert all(c["train"] > 50 and c["dev"] > 20 for c in counts.values()), counts
+    for kind in ("sst2", "mrpc"):
+        rows = glue.read_split(glue.get_spec(kind), str(tmp_path / "a" / kind), "train")
+        share = np.mean([r.label == "1" for r in rows])
+        assert 0.3 < share < 0.7, (kind, share)
+    sentences = ner.read_conll(str(tmp_path / "a" / "conll" / "train.txt"))
+    tagged = sum(t == "B-MISC" for s in sentences for t in s.tags)
+    assert 0.5 * len(sentences) < tagged < 1.5 * len(sentences)
+    data = squad.load_dataset(str(tmp_path / "a" / "squad" / "dev-v1.1.json"))
+    for article in data:
+        for p in article["paragraphs"]:
+            for qa in p["qas"]:
+                ans = qa["answers"][0]
+                start = ans["answer_start"]
+                assert p["context"][start : start + len(ans["text"])] == ans["text"]
+                assert "_" in qa["question"]
+
+
+@pytest.mark.slow
+def test_quick_run_of_every_table_is_complete_and_resumable(tmp_path):
+    from bert_jax.ablations.run import ablate, scale_for
+
+    scale = scale_for("cpu", quick=True)
+    messages: list[str] = []
+    docs = {}
+    for table in ("5", "8", "fig5", "6", "nsp_sop"):
+        docs[table] = ablate(table, scale, str(tmp_path), progress=messages.append)
+        expected = [a.name for a in tables.arms(table, scale.model, scale.steps, scale.sizes)]
+        assert list(docs[table]["arms"]) == list(dict.fromkeys(expected))
+        on_disk = json.loads((tmp_path / f"{table}.json").read_text())
+        assert on_disk == json.loads(json.dumps(docs[table]))
+        assert (tmp_path / f"{table}.md").read_text().count("\n|") >= len(expected)
+    assert docs["5"]["arms"]["LTR & No NSP"]["squad"]["paper"] == 77.8
+    assert set(docs["5"]["arms"]["+ BiLSTM"]) == {"sst2", "mrpc", "conll", "squad"}
+    for row in docs["6"]["arms"].values():
+        assert 1.0 < row["mlm_ppl"]["median"] < 2 * scale.vocab_size
+    for name, row in docs["nsp_sop"]["arms"].items():
+        assert set(row) == {"nsp", "sop"}, name
+    assert (tmp_path / "fig5.png").stat().st_size > 1000
+    assert (tmp_path / "6.png").stat().st_size > 1000
+    # Shared runs are trained once: Table 5's BERT is Table 8's 80/10/10 and Figure 5's MLM.
+    runs = sorted(p.name for p in (tmp_path / "pretrain").iterdir())
+    assert len(runs) == 4 + 5 + 1 + 1  # 5: 3 + random; 8: 5 more mixes; 6: one more size; SOP
+    # Rerun: nothing is retrained or re-fine-tuned, and the table is the same.
+    finished = {p: p.stat().st_mtime for p in pathlib.Path(tmp_path).rglob("eval_results.json")}
+    messages.clear()
+    again = ablate("5", scale, str(tmp_path), progress=messages.append)
+    assert again == docs["5"]
+    assert not any(m.startswith("pretraining") for m in messages)
+    assert {p: p.stat().st_mtime for p in finished} == finished
+
+
+@pytest.mark.slow
+def test_tpu_plan_fit_checks_every_run_and_writes_the_launch_script(tmp_path):
+    """The `--scale tpu` plan of Table 5 with the paper's recipe on a smaller model (the same
+    code path: each run's step compiled for a v4-32 with libtpu's compile-only devices)."""
+    import dataclasses
+
+    from bert_jax.ablations.run import scale_for
+    from bert_jax.ablations.tpu import plan
+
+    scale = dataclasses.replace(scale_for("tpu"), model="mini")
+    doc = plan("5", scale, str(tmp_path), "v4-32", "my-v4", {"squad": "gs://b/squad"})
+    trained = [k for k, r in doc["runs"].items() if "fit" in r]
+    assert sorted(trained) == sorted(
+        f"{o}-mini-80.10.10-s900000" for o in ("mlm_nsp", "mlm", "ltr")
+    )
+    assert all(doc["runs"][k]["fit"]["fits"] for k in trained)
+    script = (tmp_path / "plan" / "5.sh").read_text().splitlines()
+    pretrain = [line for line in script if " bert-jax pretrain " in line]
+    assert len(pretrain) == 2 * 3 + 1  # phase 1 and 2 per run, one lr-0 step for random init
+    assert all(line.startswith("python tpu_setup/tpu.py run --name my-v4 -- ") for line in pretrain)
+    assert sum("--config.max_seq_length=512" in line for line in pretrain) == 3
+    finetune = [line for line in script if " bert-jax finetune " in line]
+    assert len(finetune) == 5 * 4
+    assert sum("--config.bilstm_size=768" in line for line in finetune) == 4
+    assert sum("--config.data_dir=gs://b/squad" in line for line in finetune) == 5
