@@ -4,6 +4,11 @@ MLM: cross-entropy at the masked positions, weighted by `masked_lm_weights` and 
 their sum + 1e-5. Sentence pair (NSP or SOP): mean cross-entropy over the real examples.
 Accuracies are weighted means; every metric is a float32 scalar. This module imports JAX; the
 objective modules import it only when a loss is computed.
+
+Gradient accumulation: a weighted mean over one microbatch is not the full batch's mean when
+microbatches hold different numbers of masked tokens (or real examples). `full_batch_denominators`
+gives each mean's denominator over the whole batch; the trainer hands every microbatch 1/n of it
+under `DENOMINATORS`, so the average of the n microbatch losses is exactly the full-batch loss.
 """
 
 from __future__ import annotations
@@ -12,14 +17,51 @@ import jax
 import jax.numpy as jnp
 import optax
 
+DENOMINATORS = "loss_denominators"  # batch key: {"masked_lm" | "sentence" | "next_token": scalar}
+
+
+def _next_token_weights(batch) -> jax.Array:
+    weights_BxL = batch["input_mask"][:, 1:].astype(jnp.float32)
+    if "example_mask" in batch:
+        weights_BxL = weights_BxL * batch["example_mask"][:, None].astype(jnp.float32)
+    return weights_BxL
+
+
+def _example_weights(batch) -> jax.Array:
+    labels_B = batch["next_sentence_labels"].reshape(-1)
+    if "example_mask" in batch:
+        return batch["example_mask"].astype(jnp.float32)
+    return jnp.ones(labels_B.shape, jnp.float32)
+
+
+def full_batch_denominators(batch) -> dict[str, jax.Array]:
+    """Every weighted mean's denominator over `batch` (only those whose inputs it holds)."""
+    out = {}
+    if "masked_lm_weights" in batch:
+        out["masked_lm"] = jnp.sum(batch["masked_lm_weights"].astype(jnp.float32)) + 1e-5
+    if "next_sentence_labels" in batch:
+        out["sentence"] = jnp.maximum(jnp.sum(_example_weights(batch)), 1.0)
+    if "input_mask" in batch:
+        out["next_token"] = jnp.sum(_next_token_weights(batch)) + 1e-5
+    return out
+
+
+def _given_denominator(batch, name: str) -> jax.Array | None:
+    return batch.get(DENOMINATORS, {}).get(name)
+
 
 def masked_lm_loss(
-    logits_BxPxV: jax.Array, ids_BxP: jax.Array, weights_BxP: jax.Array
+    logits_BxPxV: jax.Array,
+    ids_BxP: jax.Array,
+    weights_BxP: jax.Array,
+    denom: jax.Array | None = None,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """`denom` defaults to this batch's weight sum + 1e-5 (see the module note on accumulation)."""
     logits_BxPxV = logits_BxPxV.astype(jnp.float32)
     weights_BxP = weights_BxP.astype(jnp.float32)
     ce_BxP = optax.softmax_cross_entropy_with_integer_labels(logits_BxPxV, ids_BxP)
-    denom = jnp.sum(weights_BxP) + 1e-5
+    if denom is None:
+        denom = jnp.sum(weights_BxP) + 1e-5
     loss = jnp.sum(ce_BxP * weights_BxP) / denom
     correct_BxP = (jnp.argmax(logits_BxPxV, -1) == ids_BxP).astype(jnp.float32)
     acc = jnp.sum(correct_BxP * weights_BxP) / denom
@@ -31,12 +73,14 @@ def sentence_loss(
     labels_B: jax.Array,
     mask_B: jax.Array | None = None,
     prefix: str = "next_sentence",
+    denom: jax.Array | None = None,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """Mean over real examples (`mask_B` 1; eval padding 0)."""
     logits_Bx2 = logits_Bx2.astype(jnp.float32)
     labels_B = labels_B.reshape(-1)
     mask_B = jnp.ones(labels_B.shape, jnp.float32) if mask_B is None else mask_B.astype(jnp.float32)
-    denom = jnp.maximum(jnp.sum(mask_B), 1.0)
+    if denom is None:
+        denom = jnp.maximum(jnp.sum(mask_B), 1.0)
     ce_B = optax.softmax_cross_entropy_with_integer_labels(logits_Bx2, labels_B)
     loss = jnp.sum(ce_B * mask_B) / denom
     acc = jnp.sum((jnp.argmax(logits_Bx2, -1) == labels_B).astype(jnp.float32) * mask_B) / denom
@@ -48,12 +92,13 @@ def masked_lm_and_sentence(
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """MLM loss plus, with a sentence head, its pair loss (metrics named after the head)."""
     loss, metrics = masked_lm_loss(
-        outputs.mlm_logits, batch["masked_lm_ids"], batch["masked_lm_weights"]
-    )
+        outputs.mlm_logits, batch["masked_lm_ids"], batch["masked_lm_weights"],
+        _given_denominator(batch, "masked_lm"),
+    )  # fmt: skip
     if sentence_head is not None:
         pair_loss, pair_metrics = sentence_loss(
             outputs.nsp_logits, batch["next_sentence_labels"], batch.get("example_mask"),
-            prefix=sentence_head,
+            prefix=sentence_head, denom=_given_denominator(batch, "sentence"),
         )  # fmt: skip
         loss = loss + pair_loss
         metrics.update(pair_metrics)
@@ -66,10 +111,10 @@ def next_token(outputs, batch) -> tuple[jax.Array, dict[str, jax.Array]]:
     token after the first (eval padding rows have no real tokens)."""
     logits_BxLxV = outputs.mlm_logits[:, :-1]
     targets_BxL = batch["input_ids"][:, 1:]
-    weights_BxL = batch["input_mask"][:, 1:].astype(jnp.float32)
-    if "example_mask" in batch:
-        weights_BxL = weights_BxL * batch["example_mask"][:, None].astype(jnp.float32)
-    loss, metrics = masked_lm_loss(logits_BxLxV, targets_BxL, weights_BxL)
+    loss, metrics = masked_lm_loss(
+        logits_BxLxV, targets_BxL, _next_token_weights(batch),
+        _given_denominator(batch, "next_token"),
+    )  # fmt: skip
     metrics = {"lm_loss": metrics["masked_lm_loss"], "lm_accuracy": metrics["masked_lm_accuracy"]}
     metrics["loss"] = loss
     return loss, metrics

@@ -85,6 +85,11 @@ class PretrainingTask:
         )
         return self.spec.loss(out, batch)
 
+    def loss_denominators(self, batch: Batch) -> dict[str, jax.Array]:
+        from bert_jax.objectives import losses
+
+        return losses.full_batch_denominators(batch)
+
     def flops_per_step(self, global_batch_size: int) -> float:
         return flops.pretraining_flops_per_step(
             self.bert_config,

@@ -13,6 +13,11 @@ Pretraining (`bert_jax.train.pretraining.PretrainingTask`) is one Task; fine-tun
                    metrics are averaged over microbatches and logged under their own names.
     train_input(trainer) -> iterator of batch dicts (global jax.Arrays or numpy), resumable:
                    `get_state()` -> JSON-able dict, `set_state(state)` (see `BatchIterator`).
+    loss_denominators(batch) -> dict of scalars, optional: the denominators of the loss's
+                   weighted means over a whole batch. With gradient accumulation the trainer
+                   passes each microbatch 1/n of them (batch key "loss_denominators") so the
+                   microbatch losses add up to the full-batch loss; without it, each microbatch
+                   is normalised on its own (exact only when every microbatch weighs the same).
     evaluate(trainer, params) -> dict of eval metrics (logged with an `eval_` prefix), optional.
     predict(params, batch) -> the model's outputs (e.g. logits), deterministic, optional; the
                    trainer jits it as `trainer.predict_step` (fine-tuning's dev/test evaluation).

@@ -35,6 +35,7 @@ from flax.core import meta
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from bert_jax.model.layers import activation_rules
+from bert_jax.objectives.losses import DENOMINATORS
 from bert_jax.train import mesh as mesh_lib
 from bert_jax.train.optimizer import make_optimizer
 from bert_jax.train.task import Batch, Task
@@ -198,14 +199,24 @@ class Trainer:
             return jax.lax.with_sharding_constraint(x, NamedSharding(self.mesh, spec))
 
         micro = jax.tree.map(split, dict(batch))
+        # Full-batch denominators, 1/n per microbatch: the n microbatch means then average to the
+        # full batch's weighted mean even when microbatches hold different numbers of targets.
+        denominators_fn = getattr(self.task, "loss_denominators", None)
+        shares = {}
+        if denominators_fn is not None:
+            shares = {k: v / n for k, v in denominators_fn(batch).items()}
 
         def body(acc, i):
             mb = jax.tree.map(lambda x: x[i], micro)
+            if shares:
+                mb[DENOMINATORS] = shares
             (loss, metrics), grads = grad_fn(params, mb, jax.random.fold_in(rng, i), False)
             acc = jax.tree.map(lambda a, b: a + b.astype(jnp.float32), acc, (loss, metrics, grads))
             return acc, None
 
         first = jax.tree.map(lambda x: x[0], micro)
+        if shares:
+            first[DENOMINATORS] = shares
         (_, m0), g0 = jax.eval_shape(lambda p, b, r: grad_fn(p, b, r, False), params, first, rng)
         zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, jnp.float32), (jnp.zeros(()), m0, g0))
         acc, _ = jax.lax.scan(body, zeros, jnp.arange(n))
