@@ -81,3 +81,21 @@ def write_json_atomic(path: str | os.PathLike, obj: Any, **json_options: Any) ->
     """`json_options` go to json.dumps (indent 2 unless given); a newline ends the file."""
     json_options.setdefault("indent", 2)
     write_text_atomic(path, json.dumps(obj, **json_options) + "\n")
+
+
+def check_writable_dir(path: str | os.PathLike, flag: str, *, leave_no_trace: bool = False) -> None:
+    """Create `path` (a directory) and write and delete a probe file in it, so an unwritable
+    output location fails in one line naming `flag` before any work, not after it. With
+    `leave_no_trace` a directory it had to create is removed again (for commands whose writer
+    creates its output itself), so a run that then fails leaves no empty output behind."""
+    d = epath.Path(path)
+    probe = d / f".bert-jax-probe-{os.getpid()}"
+    try:
+        created = not d.exists()
+        d.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
+        if leave_no_trace and created and is_local(path):
+            d.rmdir()
+    except OSError as e:
+        raise BertJaxError(f"{flag}={path}: cannot write there: {e.strerror or e}") from e

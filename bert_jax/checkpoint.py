@@ -16,12 +16,15 @@ asynchronous; the last `keep` are kept.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
+import sys
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 from etils import epath
@@ -41,7 +44,8 @@ class InputStateHandler(ocp.CheckpointHandler):
         return directory / f"process_{jax.process_index()}-of-{jax.process_count()}.json"
 
     def save(self, directory: epath.Path, args: InputSave) -> None:
-        self._file(directory).write_text(json.dumps({"input": args.state}))
+        record = {"input": args.state, "fingerprint": args.fingerprint}
+        self._file(directory).write_text(json.dumps(record))
 
     def restore(self, directory: epath.Path, args: InputRestore | None = None) -> Any:
         path = self._file(directory)
@@ -49,7 +53,7 @@ class InputStateHandler(ocp.CheckpointHandler):
             raise BertJaxError(
                 f"{path}: missing; was the run saved with a different process count?"
             )
-        return json.loads(path.read_text())["input"]
+        return json.loads(path.read_text())  # {"input": ..., "fingerprint": ... (or absent)}
 
     def metadata(self, directory: epath.Path) -> None:
         return None
@@ -65,12 +69,66 @@ class InputStateHandler(ocp.CheckpointHandler):
 @dataclasses.dataclass
 class InputSave(ocp.args.CheckpointArgs):
     state: Any
+    fingerprint: dict[str, int] | None = None
 
 
 @ocp.args.register_with_handler(InputStateHandler, for_restore=True)
 @dataclasses.dataclass
 class InputRestore(ocp.args.CheckpointArgs):
     pass
+
+
+def _as_words(x: jax.Array) -> jax.Array:
+    """The array's bits as unsigned integers (every dtype of a TrainState), summed mod 2**32."""
+    x = jnp.asarray(x)
+    if x.dtype == jnp.bool_:
+        x = x.astype(jnp.uint8)
+    if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
+        x = jax.random.key_data(x)
+    unsigned = jnp.dtype(f"uint{x.dtype.itemsize * 8}")
+    words = jax.lax.bitcast_convert_type(x, unsigned)
+    if unsigned.itemsize > 4:  # 64-bit types: as pairs of 32-bit words
+        words = jax.lax.bitcast_convert_type(words, jnp.uint32)
+    return jnp.sum(words.astype(jnp.uint32), dtype=jnp.uint32)
+
+
+@jax.jit
+def _leaf_sums(leaves: list[jax.Array]) -> list[jax.Array]:
+    return [_as_words(x) for x in leaves]
+
+
+def state_fingerprint(state: Any) -> dict[str, int]:
+    """Checksums of a state's bits, one per top-level field (params, opt_state, ...): the sum of
+    each leaf's words mod 2**32, then a position-weighted sum over leaves. Any changed bit changes
+    it. Computed on the devices (a reduction, so sharded and multi-host arrays never gather)."""
+    if dataclasses.is_dataclass(state):
+        fields = {f.name: getattr(state, f.name) for f in dataclasses.fields(state)}
+    else:
+        fields = dict(state)
+    out = {}
+    for name, tree in fields.items():
+        sums = jax.device_get(_leaf_sums(jax.tree.leaves(tree)))
+        out[name] = sum((i + 1) * int(v) for i, v in enumerate(sums)) % (1 << 61)
+    return out
+
+
+def _check_fingerprint(saved: dict | None, state: Any, where: str) -> None:
+    if not saved:
+        return  # saved by an older bert-jax: nothing to compare with
+    now = state_fingerprint(state)
+    bad = sorted(k for k in saved.keys() & now.keys() if saved[k] != now[k])
+    if bad:
+        raise _Corrupt(f"{where}: {', '.join(bad)} differ from the checksum taken at save time")
+
+
+class _Corrupt(Exception):
+    """A checkpoint step whose files restore to other values than were saved, or do not restore."""
+
+
+_OS_ERRORS = (
+    "No space left on device", "Disk quota exceeded", "Permission denied",
+    "Read-only file system", "File too large",
+)  # fmt: skip
 
 
 class Checkpointer:
@@ -82,7 +140,9 @@ class Checkpointer:
         async_save: bool = True,
         read_only: bool = False,
     ) -> None:
-        self.directory = epath.Path(directory)
+        # Orbax refuses relative paths ("Checkpoint path should be absolute"): `--workdir=run`.
+        local = "://" not in os.fspath(directory)
+        self.directory = epath.Path(os.path.abspath(directory) if local else directory)
         self.save_every = max(int(save_every), 1)
         options = ocp.CheckpointManagerOptions(
             max_to_keep=None if read_only else keep,
@@ -92,8 +152,20 @@ class Checkpointer:
             # Saves are decided here (maybe_save / forced save), not by Orbax's interval.
             save_interval_steps=0 if read_only else 1,
         )
+        if not read_only:
+            self._remove_unfinished_saves()
         handlers = {STATE: ocp.PyTreeCheckpointHandler(), INPUT: InputStateHandler()}
         self._mgr = ocp.CheckpointManager(self.directory, item_handlers=handlers, options=options)
+
+    def _remove_unfinished_saves(self) -> None:
+        """`<step>.orbax-checkpoint-tmp*` of a save that was killed or failed (disk full) would
+        stay forever. Done here, synchronously: Orbax's own option runs in a thread that errors
+        when the process exits first."""
+        if jax.process_index() != 0 or not self.directory.exists():
+            return
+        for tmp in self.directory.glob("*.orbax-checkpoint-tmp*"):
+            if tmp.is_dir():
+                tmp.rmtree(missing_ok=True)
 
     def latest_step(self) -> int | None:
         return self._mgr.latest_step()
@@ -107,8 +179,45 @@ class Checkpointer:
         if step in self._mgr.all_steps():
             return False
         items = {STATE: ocp.args.PyTreeSave(state)}
-        items[INPUT] = InputSave(input_state)
-        return self._mgr.save(step, args=ocp.args.Composite(**items), force=True)
+        # Checked at restore: a flipped byte in a data file otherwise restores without error.
+        items[INPUT] = InputSave(input_state, state_fingerprint(state))
+        with self._save_errors():
+            saved = self._mgr.save(step, args=ocp.args.Composite(**items), force=True)
+        self._saving = step
+        return saved
+
+    @contextlib.contextmanager
+    def _save_errors(self):
+        """An asynchronous save that failed (disk full, permissions, a lost bucket) raises at the
+        next call into Orbax: one line naming the step, and the steps that are intact."""
+        try:
+            yield
+        except BertJaxError:
+            raise
+        except Exception as e:
+            first = (str(e).strip().splitlines() or [""])[0][:300]
+            known = [m for m in _OS_ERRORS if m in str(e)]  # the cause, not Orbax's path to it
+            first = known[0] if known else first
+            step = getattr(self, "_saving", None)
+            intact = [s for s in self._mgr.all_steps() if s != step]
+            raise BertJaxError(
+                f"{self.directory}: saving checkpoint step {step} failed ({type(e).__name__}: "
+                f"{first}); intact checkpoints: {intact or 'none'}"
+            ) from e
+
+    def check(self) -> None:
+        """Raise (one line) if an asynchronous save has failed; cheap, called after every step."""
+        with self._save_errors():
+            self._mgr.check_for_errors()
+            # A failure in Orbax's finalize thread is not seen by check_for_errors (Orbax 0.12):
+            # look at the thread (private) and let wait_until_finished raise its error.
+            finalize = getattr(self._mgr, "_finalize_thread", None)
+            failed = finalize is not None and finalize.map(
+                lambda t: t is not None and not t.is_alive() and t.exception is not None
+            )
+            if failed:
+                self._mgr.wait_until_finished()
+                raise RuntimeError("the asynchronous save failed")
 
     def reached_preemption(self, step: int) -> bool:
         """True at the step where every JAX process saves after a preemption notice (SIGTERM to
@@ -116,16 +225,63 @@ class Checkpointer:
         return self._mgr.reached_preemption(step)
 
     def maybe_save(self, step: int, state: Any, input_state: Any = None) -> bool:
+        self.check()
         if step % self.save_every:
             return False
         return self.save(step, state, input_state)
 
     def restore(self, abstract_state: Any, step: int | None = None) -> tuple[Any, Any]:
-        """Restore `step` (default latest) onto the shardings of `abstract_state` (any mesh)."""
-        step = self.latest_step() if step is None else step
-        if step is None:
+        """Restore `step` (default: the newest intact step) onto the shardings of
+        `abstract_state` (any mesh). Without `step`, a step that fails to restore or whose values
+        differ from the checksum taken when it was saved is moved aside to `<step>.corrupt` and
+        the next older step is tried; `self.notes` says what was skipped."""
+        self.notes: list[str] = []
+        if step is not None:
+            try:
+                return self._restore_step(abstract_state, step)
+            except _Corrupt as e:
+                raise BertJaxError(str(e)) from e
+        steps = sorted(self.all_steps(), reverse=True)
+        if not steps:
             raise BertJaxError(f"{self.directory}: no checkpoint to restore")
-        out = self._mgr.restore(
+        for s in steps:
+            try:
+                out = self._restore_step(abstract_state, s)
+            except _Corrupt as e:
+                self.notes.append(f"{e}; moved aside to {self._set_aside(s)}")
+                continue
+            if self.notes:
+                self.notes.append(f"restored step {s}, the newest intact checkpoint")
+            return out
+        raise BertJaxError(
+            f"{self.directory}: no intact checkpoint ({'; '.join(self.notes)})"
+        )
+
+    def _set_aside(self, step: int) -> epath.Path:
+        """A corrupt step leaves the step list (so training can save that step again)."""
+        src, dst = self.directory / str(step), self.directory / f"{step}.corrupt"
+        if jax.process_index() == 0 and src.exists():
+            if dst.exists():
+                dst.rmtree()
+            src.rename(dst)
+        self._mgr.reload()
+        return dst
+
+    def _restore_step(self, abstract_state: Any, step: int) -> tuple[Any, Any]:
+        where = f"{self.directory / str(step)}"
+        try:
+            out = self._restore_items(abstract_state, step)
+        except BertJaxError:
+            raise
+        except Exception as e:  # Orbax/tensorstore raise many types for a damaged step
+            first = (str(e).strip().splitlines() or [""])[0][:300]
+            raise _Corrupt(f"{where}: does not restore ({type(e).__name__}: {first})") from e
+        record = out[INPUT] or {}
+        _check_fingerprint(record.get("fingerprint"), out[STATE], where)
+        return out[STATE], record.get("input")
+
+    def _restore_items(self, abstract_state: Any, step: int) -> Any:
+        return self._mgr.restore(
             step,
             args=ocp.args.Composite(
                 **{
@@ -137,14 +293,18 @@ class Checkpointer:
                 }
             ),
         )
-        return out[STATE], out[INPUT]
 
     def wait(self) -> None:
-        self._mgr.wait_until_finished()
+        with self._save_errors():
+            self._mgr.wait_until_finished()
+            self._mgr.check_for_errors()
 
     def close(self) -> None:
-        self._mgr.wait_until_finished()
-        self._mgr.close()
+        try:
+            self.wait()
+        finally:
+            with contextlib.suppress(Exception):  # its threads stop even after a failed save
+                self._mgr.close()
 
 
 def read_workdir_config(workdir: str | os.PathLike) -> dict:
@@ -165,27 +325,68 @@ def restore_params(workdir: str | os.PathLike, step: int | None = None) -> tuple
         raise BertJaxError(f"{epath.Path(workdir) / 'config.json'}: has no 'bert' model config")
     bert_config = BertConfig.from_dict(cfg["bert"], source=str(epath.Path(workdir) / "config.json"))
     ckpt = Checkpointer(epath.Path(workdir) / "checkpoints", read_only=True, async_save=False)
-    step = ckpt.latest_step() if step is None else step
-    if step is None:
-        raise BertJaxError(f"{epath.Path(workdir) / 'checkpoints'}: no checkpoint found")
+    try:
+        steps = sorted(ckpt.all_steps(), reverse=True) if step is None else [step]
+        if not steps:
+            raise BertJaxError(f"{epath.Path(workdir) / 'checkpoints'}: no checkpoint found")
+        skipped = []
+        for s in steps:  # the newest intact step (read-only: a corrupt one is only reported)
+            try:
+                params = _restore_params_step(ckpt, s)
+            except _Corrupt as e:
+                if step is not None:
+                    raise BertJaxError(str(e)) from e
+                skipped.append(str(e))
+                continue
+            for note in skipped:
+                print(f"bert-jax: warning: {note}; using step {s}", file=sys.stderr, flush=True)
+            return bert_config, unstack_layers(params)
+        raise BertJaxError(f"{ckpt.directory}: no intact checkpoint ({'; '.join(skipped)})")
+    finally:
+        ckpt.close()
+
+
+def _restore_params_step(ckpt: Checkpointer, step: int) -> dict:
+    where = f"{ckpt.directory / str(step)}"
     mgr = ckpt._mgr
-    meta = mgr.item_metadata(step)[STATE]
+    try:
+        meta = mgr.item_metadata(step)[STATE]
+    except Exception as e:  # a damaged step: Orbax raises many types
+        first = (str(e).strip().splitlines() or [""])[0][:300]
+        raise _Corrupt(f"{where}: does not restore ({type(e).__name__}: {first})") from e
     tree = meta.tree if hasattr(meta, "tree") else meta
     if tree is None or "params" not in tree:
-        raise BertJaxError(f"{ckpt.directory}/{step}: no params in the checkpoint")
+        raise BertJaxError(f"{where}: no params in the checkpoint")
     params_meta = tree["params"]
     restore_args = jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), params_meta)
-    out = mgr.restore(
-        step,
-        args=ocp.args.Composite(
-            **{
-                STATE: ocp.args.PyTreeRestore(
-                    item={"params": params_meta},
-                    restore_args={"params": restore_args},
-                    partial_restore=True,
-                )
-            }
-        ),
-    )
-    ckpt.close()
-    return bert_config, unstack_layers(out[STATE]["params"])
+    try:
+        out = mgr.restore(
+            step,
+            args=ocp.args.Composite(
+                **{
+                    STATE: ocp.args.PyTreeRestore(
+                        item={"params": params_meta},
+                        restore_args={"params": restore_args},
+                        partial_restore=True,
+                    )
+                }
+            ),
+        )
+    except Exception as e:
+        first = (str(e).strip().splitlines() or [""])[0][:300]
+        raise _Corrupt(f"{where}: does not restore ({type(e).__name__}: {first})") from e
+    params = out[STATE]["params"]
+    saved = _saved_fingerprint(ckpt.directory / str(step) / INPUT)
+    if saved and "params" in saved:
+        _check_fingerprint({"params": saved["params"]}, {"params": params}, where)
+    return params
+
+
+def _saved_fingerprint(input_dir: epath.Path) -> dict | None:
+    files = sorted(input_dir.glob("process_0-of-*.json")) if input_dir.exists() else []
+    if not files:
+        return None
+    try:
+        return json.loads(files[0].read_text()).get("fingerprint")
+    except (json.JSONDecodeError, AttributeError):
+        return None

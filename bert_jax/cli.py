@@ -7,8 +7,10 @@ imported, so flag names (which mirror the reference scripts) never collide betwe
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 
+from bert_jax import config_files, quiet
 from bert_jax.errors import BertJaxError
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -23,6 +25,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "extract-features": ("extract_features", "contextual embeddings as JSON lines (reference)"),
     "attention-map": ("attention_map", "PNG heatmap of one layer and head for a sentence"),
     "convert": ("convert", "Hugging Face dir or Google TF checkpoint -> Hugging Face dir"),
+    "generate": ("generate", "decode with an encoder-decoder (greedy, beam, sampling)"),
     "compile": ("compile", "ahead-of-time compile the train step for a TPU topology"),
     "ablate": ("ablate", "reproduce a BERT paper ablation table, every arm end to end"),
 }
@@ -31,7 +34,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 def _usage() -> str:
     lines = ["usage: bert-jax <subcommand> [--flag=value ...]", "", "subcommands:"]
     lines += [f"  {name:<26}{help_}" for name, (_, help_) in SUBCOMMANDS.items()]
-    lines.append("\n`bert-jax <subcommand> --helpfull` lists a subcommand's flags.")
+    lines.append("\n`bert-jax <subcommand> --help` lists a subcommand's flags and config fields.")
     return "\n".join(lines)
 
 
@@ -57,9 +60,30 @@ def main(argv: list[str] | None = None) -> None:
     verbose = "--verbose" in argv
     rest = [a for a in argv[2:] if a != "--verbose"]
     module = importlib.import_module(f"bert_jax.commands.{SUBCOMMANDS[name][0]}")
+    try:
+        if any(a in ("-h", "--help", "-help", "--helpshort") for a in rest):
+            from bert_jax.cli_help import subcommand_help
+
+            print(subcommand_help(name, SUBCOMMANDS[name][1], module, rest))
+            sys.exit(0)
+        rest = config_files.resolve_argv(rest)  # --config=NAME.py from any directory
+        quiet.cpu_only_platform(name, rest)  # before JAX loads: no libtpu probing on a CPU
+    except BertJaxError as e:
+        if verbose:
+            raise
+        print(f"bert-jax: error: {e}", file=sys.stderr)
+        sys.exit(2)
     from absl import app
 
+    started = []  # set once flags are parsed: later errors are the command's own
+
     def run(absl_argv: list[str]) -> None:
+        started.append(True)
+        quiet.quiet_logs(rest)
+        if not verbose:
+            from bert_jax import save_noise
+
+            save_noise.install()  # a failed async checkpoint save: our one line, not 1,100
         try:
             module.main(absl_argv)
         except BertJaxError as e:
@@ -69,7 +93,30 @@ def main(argv: list[str] | None = None) -> None:
             print(f"bert-jax: error: {e}", file=sys.stderr)
             sys.exit(2)
 
-    app.run(run, argv=[f"bert-jax {name}", *rest])
+    try:
+        app.run(run, argv=[f"bert-jax {name}", *rest])
+    except Exception as e:  # raised while parsing flags (a config file is run at parse time)
+        if started or verbose:
+            raise
+        print(f"bert-jax: error: {_flag_error(e, rest)}", file=sys.stderr)
+        sys.exit(2)
+
+
+def _flag_error(e: Exception, args: list[str]) -> str:
+    """One line for an error met while absl parsed the flags, naming the flag or file."""
+    if isinstance(e, SyntaxError):
+        return f"{e.filename}:{e.lineno}: --config file is not valid Python ({e.msg})"
+    if isinstance(e, (AttributeError, KeyError)):
+        text = str(e)
+        flags_ = [a.split("=")[0] for a in args if a.startswith("--config.")]
+        flag = next((f for f in flags_ if f"'{f.rsplit('.', 1)[1]}" in text), None)
+        if flag:
+            key = flag.rsplit(".", 1)[1]
+            hint = re.search(r'Did you mean "([^"]+)"', text)
+            more = f"did you mean {hint.group(1)!r}?" if hint else "see --help for the fields"
+            return f"{flag}: the config has no field {key!r} ({more})"
+    config = next((a for a in args if a.startswith("--config")), "--config")
+    return f"{config}: {type(e).__name__}: {e}"
 
 
 if __name__ == "__main__":

@@ -114,14 +114,20 @@ def test_suite_is_deterministic_and_readable_by_the_task_readers(tmp_path):
                 assert "_" in qa["question"]
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # tables 5, fig5, 6 and nsp_sop end to end: about 3 min on 2 idle cores
 def test_quick_run_of_every_table_is_complete_and_resumable(tmp_path):
+    """Every table but 8 (six more pretraining runs, its arms differ from Table 5's BERT only in
+    the masking mix, checked in static shards above): kept out to hold the suite's time; its arms
+    are checked to be Table 5's BERT run under the paper's six mixes."""
     from bert_jax.ablations.run import ablate, scale_for
 
     scale = scale_for("cpu", quick=True)
+    mixes = {a.pretrain.mask_and_random_prob for a in tables.arms("8", scale.model, scale.steps, ())
+             if a.pretrain.steps}  # fmt: skip
+    assert len(mixes) == 6 and (0.8, 0.1) in mixes and (0.0, 0.2) in mixes
     messages: list[str] = []
     docs = {}
-    for table in ("5", "8", "fig5", "6", "nsp_sop"):
+    for table in ("5", "fig5", "6", "nsp_sop"):
         docs[table] = ablate(table, scale, str(tmp_path), progress=messages.append)
         expected = [a.name for a in tables.arms(table, scale.model, scale.steps, scale.sizes)]
         assert list(docs[table]["arms"]) == list(dict.fromkeys(expected))
@@ -136,9 +142,9 @@ def test_quick_run_of_every_table_is_complete_and_resumable(tmp_path):
         assert set(row) == {"nsp", "sop"}, name
     assert (tmp_path / "fig5.png").stat().st_size > 1000
     assert (tmp_path / "6.png").stat().st_size > 1000
-    # Shared runs are trained once: Table 5's BERT is Table 8's 80/10/10 and Figure 5's MLM.
+    # Shared runs are trained once: Table 5's BERT is Figure 5's MLM.
     runs = sorted(p.name for p in (tmp_path / "pretrain").iterdir())
-    assert len(runs) == 4 + 5 + 1 + 1  # 5: 3 + random; 8: 5 more mixes; 6: one more size; SOP
+    assert len(runs) == 4 + 1 + 1  # 5: 3 + random; 6: one more size; SOP
     # Rerun: nothing is retrained or re-fine-tuned, and the table is the same.
     finished = {p: p.stat().st_mtime for p in pathlib.Path(tmp_path).rglob("eval_results.json")}
     messages.clear()
@@ -157,11 +163,11 @@ def test_tpu_plan_fit_checks_every_run_and_writes_the_launch_script(tmp_path):
     from bert_jax.ablations.run import scale_for
     from bert_jax.ablations.tpu import plan
 
-    scale = dataclasses.replace(scale_for("tpu"), model="mini")
+    scale = dataclasses.replace(scale_for("tpu"), model="tiny")
     doc = plan("5", scale, str(tmp_path), "v4-32", "my-v4", {"squad": "gs://b/squad"})
     trained = [k for k, r in doc["runs"].items() if "fit" in r]
     assert sorted(trained) == sorted(
-        f"{o}-mini-80.10.10-s900000" for o in ("mlm_nsp", "mlm", "ltr")
+        f"{o}-tiny-80.10.10-s900000" for o in ("mlm_nsp", "mlm", "ltr")
     )
     assert all(doc["runs"][k]["fit"]["fits"] for k in trained)
     script = (tmp_path / "plan" / "5.sh").read_text().splitlines()

@@ -64,6 +64,7 @@ def v4_base():
     return compile_pretraining(config, "v4:2x2x1")
 
 
+@pytest.mark.slow  # BERT-base compiled for a TPU slice: 238 s in its fixture (shared machine)
 def test_bert_base_compiles_for_a_single_host_v4_and_fits(v4_base):
     report, trainer = v4_base
     assert report.compiled is not None and report.fits
@@ -79,6 +80,7 @@ def test_bert_base_compiles_for_a_single_host_v4_and_fits(v4_base):
     assert report.xla_flops_per_device and report.model_flops_per_step
 
 
+@pytest.mark.slow  # BERT-base compiled for a TPU slice: 204 s (shared machine)
 def test_bert_base_compiles_for_a_multi_host_v5e(v4_base):
     config = pretrain_config(scan_layers=True, global_batch_size=64)
     report, trainer = compile_pretraining(config, "v5e:4x4")

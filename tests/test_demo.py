@@ -11,8 +11,10 @@ import sys
 
 import matplotlib.image
 import numpy as np
+import pytest
 
 
+@pytest.mark.slow  # the whole demo in a subprocess: 118 s measured (machine shared, load ~12)
 def test_demo_runs_every_stage(tmp_path):
     repo = pathlib.Path(__file__).resolve().parents[1]
     env = dict(os.environ, JAX_PLATFORMS="cpu")
@@ -30,6 +32,10 @@ def test_demo_runs_every_stage(tmp_path):
     # caught up with always answering the most frequent token and is far below the loss of a
     # uniform guess over the 1000-token vocab, ln 1000 = 6.91.
     assert 0.0 < baseline < 0.3 and acc >= baseline
+    # every accuracy has its majority-class baseline beside it: next-sentence too
+    nsp_base = re.search(r"next-sentence accuracy\s+[0-9.]+\n\s+majority-class baseline\s+"
+                         r"([0-9.]+)  \(always '(random|actual) next'", text)  # fmt: skip
+    assert nsp_base and 0.5 <= float(nsp_base.group(1)) <= 1.0, text
     last_eval = re.findall(r"eval @ 30: .*eval_masked_lm_loss ([0-9.]+)", text)
     assert len(last_eval) == 1 and float(last_eval[0]) < np.log(1000) - 0.5
     # The vocab is real WordPiece, the shards parse, the workdir is a bert-jax workdir.

@@ -16,19 +16,19 @@ ROOT = pathlib.Path(bert_jax.__file__).parent
 
 # Lowest first. A module may import its own package and any package of a lower layer.
 LAYERS = (
-    ("errors", "accelerators"),
-    ("atomic_write",),
+    ("errors", "accelerators", "quiet", "save_noise"),
+    ("atomic_write", "config_files"),
     ("config", "shards", "corpus"),
     ("tokenization", "objectives"),
     ("model", "data"),
     ("checkpoint",),
-    ("interop", "input"),
+    ("interop", "input", "decoding"),
     ("train", "features"),
-    ("aot",),
+    ("aot", "configs"),
     ("tasks",),
     ("runs",),
     ("ablations",),
-    ("commands",),
+    ("commands", "cli_help"),
     ("cli",),
 )
 LAYER_OF = {unit: i for i, units in enumerate(LAYERS) for unit in units}

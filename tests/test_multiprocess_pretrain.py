@@ -46,6 +46,10 @@ WORKER = textwrap.dedent(
     """
 )
 
+# Every test here starts two JAX processes (directly or through a shared fixture): 40-270 s each
+# measured on the shared 2-core machine, 15.5 min for the module.
+pytestmark = pytest.mark.slow
+
 
 def tiny_config(overrides: dict):
     from bert_jax.train.config import pretrain_config

@@ -31,15 +31,17 @@ def test_every_objective_module_is_registered_once():
         if m.name not in ("base", "losses", "masking")
     }
     registered = {o.loss.__module__.rsplit(".", 1)[1] for o in objectives.REGISTRY.values()}
-    assert modules == registered
+    # A planned objective may have its functions in place before it is registered.
+    assert registered <= modules and modules - registered <= set(objectives.PLANNED)
     flags = [o.data_flag for o in objectives.REGISTRY.values() if o.data_flag]
     assert len(flags) == len(set(flags))
     assert objectives.get("nsp") is objectives.get("mlm_nsp")
 
 
 def test_planned_and_unknown_objectives_are_clear_errors():
-    with pytest.raises(BertJaxError, match="planned but not built"):
-        objectives.get("electra")
+    for name in objectives.PLANNED:  # e.g. span_corruption, until its module exists
+        with pytest.raises(BertJaxError, match="planned but not built"):
+            objectives.get(name)
     with pytest.raises(BertJaxError, match="use one of"):
         objectives.get("mlm_nps")
 

@@ -197,6 +197,7 @@ def test_cli_reports_bad_input_in_one_line(tmp_path, minilm_dir):
     )
 
 
+@pytest.mark.slow  # 32 steps of the 6-layer MiniLM: 160 s measured on the shared machine
 def test_real_minilm_finetune_learns_word_order(minilm_dir, tmp_path):
     """Real data, no download: English sentences from CPython's standard-library docstrings; half
     have their words shuffled (label 0), the rest keep their order (label 1), so the label is a

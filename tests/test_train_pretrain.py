@@ -102,6 +102,7 @@ def _nsp_majority(data) -> float:
     return max(labels.mean(), 1 - labels.mean())
 
 
+@pytest.mark.slow  # its `trained` fixture pretrains 300 steps: 110 s measured (shared machine)
 def test_tiny_bert_learns_beyond_unigram_baseline(data, trained):
     workdir, result = trained
     baseline = _unigram_baseline(data)
@@ -118,6 +119,7 @@ def test_tiny_bert_learns_beyond_unigram_baseline(data, trained):
     assert result.last_eval["eval_next_sentence_loss"] < np.log(2) - 0.005
 
 
+@pytest.mark.slow  # the same `trained` fixture
 def test_workdir_metrics_and_tensorboard_events(trained):
     workdir, _ = trained
     config = json.loads((workdir / "config.json").read_text())
@@ -164,6 +166,7 @@ def _losses(workdir) -> dict[int, float]:
     return {r["step"]: r["loss"] for r in map(json.loads, lines) if "loss" in r}
 
 
+@pytest.mark.slow  # two CLI pretraining runs, one killed: 249 s measured (shared machine)
 def test_sigkill_then_rerun_resumes_bitwise(data, tmp_path):
     repo = pathlib.Path(__file__).resolve().parents[1]
     env = dict(os.environ, JAX_PLATFORMS="cpu")

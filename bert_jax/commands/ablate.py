@@ -51,6 +51,9 @@ def main(argv: list[str]) -> None:
     if not _TABLE.value or not _WORKDIR.value:
         raise BertJaxError("--table and --workdir are required")
     from bert_jax.ablations.run import ablate, scale_for
+    from bert_jax.atomic_write import check_writable_dir
+
+    check_writable_dir(_WORKDIR.value, "--workdir")
 
     scale = scale_for(_SCALE.value, _STEPS.value, _MODEL.value, _SEEDS.value, _QUICK.value)
     tasks = _tasks(_TASK.value)

@@ -30,6 +30,11 @@ flags.DEFINE_integer(
     "input_sentence_size", 1_000_000, "Lines sentencepiece samples from the corpus for training."
 )
 flags.DEFINE_integer("num_threads", None, "sentencepiece training threads (default: all cores).")
+flags.DEFINE_integer(
+    "t5_spiece_size", 0,
+    "> 0: also write spiece.model, a T5-layout sentencepiece model (pad 0, eos 1, unk 2) of "
+    "this many pieces; T5's 100 sentinels <extra_id_N> are numbered above it.",
+)  # fmt: skip
 
 
 def main(argv: list[str]) -> None:
@@ -50,4 +55,11 @@ def main(argv: list[str]) -> None:
         input_sentence_size=FLAGS.input_sentence_size,
         num_threads=FLAGS.num_threads,
     )
+    if FLAGS.t5_spiece_size > 0:
+        from bert_jax.tokenization.t5_vocab import T5Vocab, t5_spiece_from_files
+
+        spm = t5_spiece_from_files(FLAGS.input_file, FLAGS.output_dir, FLAGS.t5_spiece_size)
+        vocab = T5Vocab(spm)
+        stats["t5_spiece"] = {"path": str(spm), "pieces": vocab.pieces, "vocab_size": vocab.size,
+                              "sentinel_0": vocab.sentinel(0)}  # fmt: skip
     print(json.dumps(stats, indent=2))

@@ -1,6 +1,6 @@
 """`bert-jax compile`: ahead-of-time compile the pretraining step for a TPU slice, on any machine.
 
-  bert-jax compile --config experiments/configs/pretrain.py:base --topology v4-32 \
+  bert-jax compile --config pretrain.py:base --topology v4-32 \
       [--config.global_batch_size=1024 --config.remat_policy=full ...]
 
 Builds the mesh, shardings and train step `bert-jax pretrain` would run on that slice (libtpu's
@@ -19,7 +19,9 @@ from ml_collections import config_flags
 from bert_jax.errors import BertJaxError
 
 _CONFIG = config_flags.DEFINE_config_file(
-    "config", None, "experiments/configs/pretrain.py:<preset> (tiny..large or L4-H256)"
+    "config",
+    None,
+    "a config by name or path: pretrain.py:<preset> (tiny..large, L4-H256), pretrain_phase2.py",
 )
 _TOPOLOGY = flags.DEFINE_string("topology", None, "v4-32, v5litepod-16, v5p-64, v5e:4x4, ...")
 
@@ -28,7 +30,7 @@ def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise BertJaxError(f"unexpected arguments: {' '.join(argv[1:])}")
     if _CONFIG.value is None:
-        raise BertJaxError("--config is required, e.g. experiments/configs/pretrain.py:base")
+        raise BertJaxError("--config is required, e.g. pretrain.py:base")
     if not _TOPOLOGY.value:
         raise BertJaxError("--topology is required, e.g. v4-32 or v5e:4x4")
     from bert_jax.aot.fit import format_report

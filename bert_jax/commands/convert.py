@@ -1,5 +1,8 @@
 """`bert-jax convert`: a Hugging Face dir, a Google TF checkpoint or a bert-jax workdir ->
-a Hugging Face dir (config.json + model.safetensors + vocab.txt) that transformers loads.
+a Hugging Face dir (config.json + model.safetensors + vocab.txt) that transformers loads. A
+fine-tuning workdir exports whole: its task head as Bert{ForSequenceClassification,
+ForTokenClassification, ForQuestionAnswering, ForMultipleChoice} with id2label/label2id, and the
+tokenizer the run used (vocab.txt + tokenizer_config.json), so Auto classes and pipelines load it.
 
   bert-jax convert --init_checkpoint=uncased_L-12_H-768_A-12/bert_model.ckpt --output_dir=hf/
 """
@@ -28,13 +31,24 @@ def main(argv: list[str]) -> None:
     for name in ("init_checkpoint", "output_dir"):
         if not getattr(FLAGS, name):
             raise BertJaxError(f"--{name} is required")
-    from bert_jax.interop import export_hf, load_pretrained
+    from bert_jax.atomic_write import check_writable_dir
+    from bert_jax.interop.xlnet import is_xlnet_dir
+    from bert_jax.runs.export import convert
 
-    pre = load_pretrained(FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file)
-    out = export_hf(pre.config, pre.params, FLAGS.output_dir, pre.vocab_file, pre.do_lower_case)
-    heads = ", ".join(pre.heads) or "none"
+    check_writable_dir(FLAGS.output_dir, "--output_dir", leave_no_trace=True)
+
+    if is_xlnet_dir(FLAGS.init_checkpoint):  # HF XLNet dir -> a fresh one (encoder + LM head)
+        from bert_jax.interop.xlnet import convert_xlnet
+
+        print(convert_xlnet(FLAGS.init_checkpoint, FLAGS.output_dir))
+        return
+    out, pre, task, vocab = convert(
+        FLAGS.init_checkpoint, FLAGS.output_dir, FLAGS.bert_config_file, FLAGS.vocab_file
+    )
+    heads = task.arch if task else ", ".join(pre.heads) or "none"
     print(
-        f"wrote {out} (L={pre.config.num_hidden_layers} H={pre.config.hidden_size}; heads: {heads})"
+        f"wrote {out} (L={pre.config.num_hidden_layers} H={pre.config.hidden_size}; heads: {heads}"
+        f"; tokenizer: {'vocab.txt' if vocab else 'none, pass --vocab_file'})"
     )
     if pre.ignored:
         print(f"ignored {len(pre.ignored)} non-BERT variables, e.g. {pre.ignored[0]}")

@@ -40,13 +40,26 @@ def main(argv: list[str]) -> None:
     for name in ("input_file", "output_file", "init_checkpoint"):
         if not getattr(FLAGS, name):
             raise BertJaxError(f"--{name} is required")
+    if FLAGS.batch_size < 1:
+        raise BertJaxError(f"--batch_size={FLAGS.batch_size}: must be >= 1")
+    _check_input(FLAGS.input_file)
     try:
         layer_indexes = [int(x) for x in FLAGS.layers.split(",")]
     except ValueError:
         raise BertJaxError(f"--layers={FLAGS.layers}: expected comma-separated integers") from None
     from bert_jax.features import extract_to_file, load_encoder
+    from bert_jax.interop.xlnet import is_xlnet_dir
 
     lower = FLAGS.do_lower_case if FLAGS["do_lower_case"].present else None
+    if is_xlnet_dir(FLAGS.init_checkpoint):  # HF XLNet dir with spiece.model (content stream)
+        from bert_jax.features.xlnet import extract_xlnet_to_file
+
+        n = extract_xlnet_to_file(
+            FLAGS.init_checkpoint, FLAGS.input_file, FLAGS.output_file, layer_indexes,
+            FLAGS.max_seq_length, FLAGS.batch_size, bool(lower), FLAGS.dtype,
+        )  # fmt: skip
+        print(f"wrote features of {n} examples to {FLAGS.output_file}")
+        return
     config, params, tokenizer = load_encoder(
         FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file, lower, FLAGS.dtype
     )
@@ -55,3 +68,15 @@ def main(argv: list[str]) -> None:
         FLAGS.max_seq_length, FLAGS.batch_size,
     )  # fmt: skip
     print(f"wrote features of {n} examples to {FLAGS.output_file}")
+
+
+def _check_input(path: str) -> None:
+    """An empty input would write an empty output and exit 0: refuse it up front."""
+    from etils import epath
+
+    p = epath.Path(path)
+    if not p.exists():
+        raise BertJaxError(f"--input_file={path}: no such file")
+    with p.open("rb") as f:
+        if not f.read(1 << 16).strip():
+            raise BertJaxError(f"--input_file={path}: no text (the file is empty)")

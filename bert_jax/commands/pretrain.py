@@ -1,4 +1,4 @@
-"""`bert-jax pretrain --config experiments/configs/pretrain.py:<preset> --workdir DIR
+"""`bert-jax pretrain --config pretrain.py:<preset> --workdir DIR
 [--config.key=value ...]`: sharded BERT pretraining from TFRecord shards.
 
 Rerunning the same command resumes from DIR/checkpoints exactly; SIGTERM saves and stops.
@@ -12,7 +12,10 @@ from ml_collections import config_flags
 from bert_jax.errors import BertJaxError
 
 _CONFIG = config_flags.DEFINE_config_file(
-    "config", None, "experiments/configs/pretrain.py:<preset> (tiny..large or L4-H256)"
+    "config",
+    None,
+    "a config by name or path: "
+    "pretrain.py:<preset> (tiny..large, L4-H256), pretrain_cpu.py, pretrain_phase2.py",
 )
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory (local or gs://).")
 
@@ -21,11 +24,13 @@ def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise BertJaxError(f"unexpected arguments: {' '.join(argv[1:])}")
     if _CONFIG.value is None:
-        raise BertJaxError("--config is required, e.g. experiments/configs/pretrain.py:base")
+        raise BertJaxError("--config is required, e.g. pretrain.py:base")
     if not _WORKDIR.value:
         raise BertJaxError("--workdir is required")
+    from bert_jax.atomic_write import check_writable_dir
     from bert_jax.runs.pretrain import run_pretraining
 
+    check_writable_dir(_WORKDIR.value, "--workdir")
     logging.set_verbosity(logging.WARNING)  # Orbax logs every save step at INFO
 
     run_pretraining(_CONFIG.value, _WORKDIR.value)

@@ -95,6 +95,48 @@ def resolve_inputs(input_file: str | list[str]) -> list[Source]:
     return sources
 
 
+SNIFF_BYTES = 1 << 16
+# Above this share of undecodable lines at its start, a file is refused as not UTF-8 (a few bad
+# lines are kept, their bad bytes dropped, and counted).
+MAX_INVALID_SHARE = 0.25
+
+
+def check_text(sources: list[Source]) -> None:
+    """Refuse files that are not UTF-8 text, from their first 64 KB: UTF-16/32 (a byte-order mark
+    or NUL bytes: its newlines are not b"\\n", so documents would merge), binary data, or a legacy
+    encoding such as Latin-1 on most lines (their accented letters would be dropped)."""
+    for source in sources:
+        if source.kind != "file":
+            continue
+        with epath.Path(source.name).open("rb") as f:
+            head = f.read(SNIFF_BYTES)
+        if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+            raise BertJaxError(
+                f"{source.name}: UTF-16/32 text (byte-order mark); convert it to UTF-8, e.g. "
+                "iconv -f UTF-16 -t UTF-8"
+            )
+        if b"\x00" in head:
+            raise BertJaxError(
+                f"{source.name}: NUL bytes in the first {len(head)} bytes: binary or UTF-16/32, "
+                "not UTF-8 text"
+            )
+        lines = head.split(b"\n")
+        if len(head) == SNIFF_BYTES:
+            lines = lines[:-1]  # the cut may split a character
+        lines = [x for x in lines if x.strip()]
+        bad = 0
+        for line in lines:
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError:
+                bad += 1
+        if bad >= 5 and bad > MAX_INVALID_SHARE * len(lines):
+            raise BertJaxError(
+                f"{source.name}: {bad} of the first {len(lines)} lines are not UTF-8 (Latin-1 or "
+                "another legacy encoding?); convert it, e.g. iconv -f LATIN1 -t UTF-8"
+            )
+
+
 def _glob(pattern: str) -> list[str]:
     if not any(c in pattern for c in "*?["):
         path = epath.Path(pattern)

@@ -43,6 +43,7 @@ def masking_spec(vocab: Vocab, rule: TokenMasking, cfg: InstanceConfig) -> Maski
         random_prob=rule.random_prob if cfg.random_prob is None else cfg.random_prob,
         continuation_ids=tuple(np.flatnonzero(vocab.is_continuation).tolist()),
         whole_word=cfg.do_whole_word_mask,
+        max_ngram=1 if cfg.do_whole_word_mask else rule.max_ngram,
     )
 
 

@@ -24,7 +24,11 @@ import logging
 import multiprocessing
 import os
 import random
+import re
+import threading
+import time
 from collections.abc import Callable
+from concurrent.futures.process import BrokenProcessPool
 
 from etils import epath
 
@@ -49,6 +53,7 @@ from bert_jax.data.instances import (
 from bert_jax.errors import BertJaxError
 from bert_jax.shards.example import encode
 from bert_jax.shards.tfrecord import TFRecordWriter
+from bert_jax.tokenization.vocab import load_vocab
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +95,17 @@ def check_config(cfg: InstanceConfig, dupe_factor: int) -> None:
 _WORKER: dict = {}
 
 
-def _init_worker(settings: Settings, rust_threads: int) -> None:
+def _exit_with_parent(parent: int) -> None:
+    """A worker whose parent died (SIGKILL, OOM) would otherwise wait on its queue forever."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(1)
+
+
+def _init_worker(settings: Settings, rust_threads: int, parent: int) -> None:
+    # `parent` is the main process's pid as it passed it: a worker still starting up when the
+    # parent died must not take its new parent (init) for the one to watch.
+    threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
     # Split the cores between the workers' tokenizer thread pools (read at first use).
     os.environ["RAYON_NUM_THREADS"] = str(rust_threads)
     _WORKER["settings"] = settings
@@ -157,7 +172,7 @@ def run_fast(settings: Settings, sources, output_files: list[str], num_workers: 
                 num_workers,
                 mp_context=ctx,
                 initializer=_init_worker,
-                initargs=(settings, max(1, (os.cpu_count() or 1) // num_workers)),
+                initargs=(settings, max(1, (os.cpu_count() or 1) // num_workers), os.getpid()),
             ) as pool:
                 pending: collections.deque = collections.deque()
                 for s, b, data in blocks:
@@ -168,6 +183,12 @@ def run_fast(settings: Settings, sources, output_files: list[str], num_workers: 
                 while pending:
                     s0, b0, fut = pending.popleft()
                     consume(s0, b0, fut.result())
+    except BrokenProcessPool as e:
+        shards.abort()
+        raise BertJaxError(
+            "a data worker process died (killed, or out of memory?); no shards were written, "
+            "rerun (fewer --num_workers or smaller --block_bytes need less memory)"
+        ) from e
     except BaseException:
         shards.abort()
         raise
@@ -223,6 +244,39 @@ def _embedded_fingerprints(sources: list[text_sources.Source]) -> dict[str, obje
     return {"embedded_corpus": embedded[0] if len(embedded) == 1 else embedded} if embedded else {}
 
 
+def _remove_stale_temporaries(output_files: list[str]) -> None:
+    """Hidden `.<shard>.tmp-*` files of an earlier run of these outputs that was killed (a
+    killed writer cannot delete its own); a run writing the same outputs at the same time would
+    lose its shards anyway."""
+    for d in {epath.Path(f).parent for f in output_files}:
+        if not d.exists():
+            continue
+        names = {epath.Path(f).name for f in output_files}
+        for tmp in d.glob(".*.tmp-*"):
+            stem = tmp.name[1:].split(".tmp-")[0]
+            if stem in names or _SHARD_NAME.fullmatch(stem):
+                tmp.unlink(missing_ok=True)
+
+
+_SHARD_NAME = re.compile(r"shard-\d{5}-of-(\d{5})\.tfrecord")
+
+
+def _remove_other_shard_sets(output_dir: str, num_shards: int, logger: logging.Logger) -> None:
+    """Shards of an earlier run with another --num_shards would match the same glob as this
+    run's and mix two corpora in training: once this run's shards are complete, they go."""
+    stale = [
+        p for p in epath.Path(output_dir).glob("shard-*-of-*.tfrecord")
+        if (m := _SHARD_NAME.fullmatch(p.name)) and int(m.group(1)) != num_shards
+    ]  # fmt: skip
+    for p in stale:
+        p.unlink(missing_ok=True)
+    if stale:
+        logger.warning(
+            "removed %d shard(s) of an earlier run with another --num_shards from %s (e.g. %s)",
+            len(stale), output_dir, stale[0].name,
+        )  # fmt: skip
+
+
 def shard_paths(output_dir: str, num_shards: int, prefix: str = "shard") -> list[str]:
     d = epath.Path(output_dir)
     return [str(d / f"{prefix}-{i:05d}-of-{num_shards:05d}.tfrecord") for i in range(num_shards)]
@@ -276,6 +330,12 @@ def create_pretraining_data(
         random_prob=random_prob,
     )
     check_config(cfg, dupe_factor)
+    for flag, value, least in (
+        ("num_workers", num_workers, 1), ("block_bytes", block_bytes, 1),
+        ("max_line_chars", max_line_chars, 0),
+    ):  # fmt: skip
+        if value < least:  # block_bytes <= 0 never cuts a block; max_line_chars < 0 never ends
+            raise BertJaxError(f"--{flag}={value}: must be >= {least}")
     if output_files is None:
         if output_dir is None:
             raise BertJaxError("give --output_dir (with --num_shards) or --output_file")
@@ -297,6 +357,7 @@ def create_pretraining_data(
         block_bytes=block_bytes,
     )
     sources = text_sources.resolve_inputs(input_files)
+    text_sources.check_text(sources)
     try:
         for d in {stats_dir, *(epath.Path(f).parent for f in output_files)}:
             d.mkdir(parents=True, exist_ok=True)
@@ -304,6 +365,7 @@ def create_pretraining_data(
         raise BertJaxError(
             f"{e.filename or stats_dir}: cannot create output directory: {e.strerror or e}"
         ) from e
+    _remove_stale_temporaries(output_files)
     if reference_compat:
         total = run_reference_compat(settings, sources, output_files)
         mode = "reference_compat"
@@ -317,6 +379,12 @@ def create_pretraining_data(
         raise BertJaxError(f"--runner={runner}: expected local or beam")
     if total["instances"] == 0:
         log.warning("no instances: the input has no non-empty lines")
+    if total.get("invalid_utf8_lines"):
+        log.warning(
+            "%d input lines were not valid UTF-8: their undecodable bytes were dropped (accented "
+            "letters of Latin-1 text, for example); stats.json counts them as invalid_utf8_lines",
+            total["invalid_utf8_lines"],
+        )
     summary = stats.summarize(
         total,
         cfg,
@@ -330,12 +398,16 @@ def create_pretraining_data(
                 "random_seed": seed,
                 "dupe_factor": dupe_factor,
                 "vocab_file": str(vocab_file),
+                # Checked by the training reader against its vocab (bert_jax.input.batches).
+                "vocab_size": max(load_vocab(vocab_file).values()) + 1,
             },
             "output_files": [os.fspath(p) for p in output_files],
             **_embedded_fingerprints(sources),
         },
     )
     write_text_atomic(stats_dir / "stats.json", stats.dumps(summary))
+    if output_dir is not None:
+        _remove_other_shard_sets(output_dir, num_shards, log)
     if progress:
         progress(f"wrote {summary['instances']} instances to {len(output_files)} file(s)")
     return summary

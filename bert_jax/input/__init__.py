@@ -15,6 +15,9 @@ API (what the train loop codes against)::
         # tuning (defaults): shuffle_window=1000 records, cycle_length=4 files read round-robin,
         # prefetch=4 batches in a background thread (0 = none), verify_crc=True (both CRCs of
         # every record: a corrupt shard raises BertJaxError naming the file and byte offset)
+        vocab_size=None,    # or the model's: token ids outside [0, vocab_size) raise BertJaxError
+                            # (record 0 of each file at start-up, then every batch; and a
+                            # stats.json beside the shards recording another vocab size)
     )
     batch = next(train)      # dict[str, jax.Array], global shapes, sharded over the batch axis
     state = train.get_state()        # JSON-serialisable dict of this process; after any batch

@@ -104,9 +104,58 @@ def per_process_batch_size(
     return global_batch_size // process_count
 
 
-def check_files(files: list[str], schema: Schema, dynamic_masking: bool) -> None:
+ID_FEATURES = ("input_ids", "masked_lm_ids")
+
+
+def check_ids(
+    features: dict[str, np.ndarray], vocab_size: int | None, where: str, vocab_hint: str = ""
+) -> None:
+    """Token ids outside [0, vocab_size) index past the embedding table: on the accelerator that
+    is a NaN (or a silently clamped row), not an error, so they are refused here."""
+    if not vocab_size:
+        return
+    for key in ID_FEATURES:
+        ids = features.get(key)
+        if ids is None or not ids.size:
+            continue
+        lo, hi = int(ids.min()), int(ids.max())
+        if hi >= vocab_size or lo < 0:
+            bad = hi if hi >= vocab_size else lo
+            raise BertJaxError(
+                f"{where}: {key} has token id {bad}, outside the vocab's [0, {vocab_size}) "
+                f"{vocab_hint}(shards written with another vocab, or a corrupt record)"
+            )
+
+
+def check_shard_vocab(files: list[str], vocab_size: int | None, vocab_hint: str = "") -> None:
+    """The stats.json create-pretraining-data writes beside the shards records the vocab size it
+    used; a smaller table here cannot hold the shards' ids."""
+    if not vocab_size:
+        return
+    import json
+
+    for d in sorted({str(epath.Path(f).parent) for f in files}):
+        stats = epath.Path(d) / "stats.json"
+        if not stats.exists():
+            continue
+        try:
+            saved = json.loads(stats.read_text()).get("settings", {}).get("vocab_size")
+        except (json.JSONDecodeError, AttributeError):
+            continue
+        # Larger is allowed: a table padded past the vocab (e.g. to a multiple of 128).
+        if saved is not None and int(saved) > vocab_size:
+            raise BertJaxError(
+                f"{stats}: the shards were written with a {saved}-token vocab, this run's vocab "
+                f"has {vocab_size} {vocab_hint}(use the vocab_file the shards were made with)"
+            )
+
+
+def check_files(
+    files: list[str], schema: Schema, dynamic_masking: bool, vocab_size: int | None = None
+) -> None:
     for path in files:
         features = check_first_record(path, schema)
+        check_ids(features, vocab_size, f"{path}: record 0")
         weights = features.get("masked_lm_weights")
         if (
             dynamic_masking
@@ -133,7 +182,12 @@ def finish_batch(
     """Parsed int64/float32 features -> the objective's batch arrays (masked when `masking`
     is given, int32 ids, [B] labels, example_mask)."""
     batch = dict(parsed)
-    if masking is not None:
+    if objective.layout is not None:  # e.g. XLNet's layout, targets and permutation masks
+        words = () if masking is None else masking.continuation_ids
+        batch.update(
+            objective.layout.apply(batch, example_index_B, max_predictions_per_seq, seed, words)
+        )
+    elif masking is not None:
         batch.update(
             mask_batch(
                 batch["input_ids"],

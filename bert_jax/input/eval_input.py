@@ -40,6 +40,7 @@ class EvalInput:
         seed: int = 0,
         process_index: int | None = None,
         process_count: int | None = None,
+        vocab_size: int | None = None,
     ):
         all_files = batches.expand_files(files)
         self.files, self.process_index, self.process_count = batches.process_files(
@@ -57,7 +58,9 @@ class EvalInput:
         self._schema = self.objective.shard_schema(
             max_seq_length, max_predictions_per_seq, static_masks=dynamic_masking is None
         )
-        batches.check_files(self.files, self._schema, dynamic_masking is not None)
+        self.vocab_size = vocab_size  # token ids checked against it, as in PretrainInput
+        batches.check_shard_vocab(self.files, vocab_size)
+        batches.check_files(self.files, self._schema, dynamic_masking is not None, vocab_size)
         # Every process counts every file (headers only) to agree on the number of batches.
         counts = [count_records(f) for f in all_files]
         per_process = [sum(counts[i :: self.process_count]) for i in range(self.process_count)]
@@ -82,6 +85,8 @@ class EvalInput:
             if parsed is not None:
                 value[:n] = parsed[f.name]
             padded[f.name] = value
+        where = f"{self.files[0]}..." if self.files else "eval input (no files on this process)"
+        batches.check_ids(padded, self.vocab_size, f"{where}: eval batch {step}")
         first = step * self.global_batch_size + self.process_index * size
         return batches.finish_batch(
             padded,

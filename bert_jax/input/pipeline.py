@@ -54,6 +54,7 @@ class PretrainInput(grain.DatasetIterator):
         process_index: int | None = None,
         process_count: int | None = None,
         verify_crc: bool = True,
+        vocab_size: int | None = None,
     ):
         if not 0 <= seed < 2**32:
             raise BertJaxError(f"seed must be in [0, 2**32), got {seed}")
@@ -74,7 +75,10 @@ class PretrainInput(grain.DatasetIterator):
         self._schema = self.objective.shard_schema(
             max_seq_length, max_predictions_per_seq, static_masks=dynamic_masking is None
         )
-        batches.check_files(self.files, self._schema, dynamic_masking is not None)
+        # vocab_size: token ids are checked against it at start-up and in every batch.
+        self.vocab_size = vocab_size
+        batches.check_shard_vocab(self.files, vocab_size)
+        batches.check_files(self.files, self._schema, dynamic_masking is not None, vocab_size)
         self._fingerprint = {
             "files": batches.files_fingerprint(self.files),
             "global_batch_size": global_batch_size,
@@ -120,6 +124,9 @@ class PretrainInput(grain.DatasetIterator):
 
     def _finish(self, step: int, parsed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         first = step * self.global_batch_size + self.process_index * self.batch_size
+        # A max/min over the batch: microseconds, and the only guard against a bad id in a record
+        # whose CRC is right (written so, or from another vocab).
+        batches.check_ids(parsed, self.vocab_size, self._where(step))
         return batches.finish_batch(
             parsed,
             self.objective,
@@ -128,6 +135,10 @@ class PretrainInput(grain.DatasetIterator):
             self.max_predictions_per_seq,
             self.seed,
         )
+
+    def _where(self, step: int) -> str:
+        more = f" (or one of {len(self.files) - 1} more files)" if len(self.files) > 1 else ""
+        return f"{self.files[0]}{more}: batch {step}"
 
     def __iter__(self) -> PretrainInput:
         return self

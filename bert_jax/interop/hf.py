@@ -16,6 +16,7 @@ from bert_jax.errors import BertJaxError
 from bert_jax.interop import hf_configs
 from bert_jax.interop.assemble import assemble
 from bert_jax.interop.names import HF_BUFFERS, Weight, get_path, hf_family, present_groups, weights
+from bert_jax.interop.task_heads import TaskHead
 from bert_jax.model import unstack_layers
 
 # Old PyTorch-ported checkpoints used TF's LayerNorm names; both spellings are accepted.
@@ -131,10 +132,12 @@ def export_hf(
     output_dir: str | os.PathLike,
     vocab_file: str | os.PathLike | None = None,
     do_lower_case: bool | None = None,
+    task: TaskHead | None = None,
 ) -> epath.Path:
     """Write config.json + model.safetensors (+ vocab.txt) loadable by transformers' class for
     `config.family` and the heads present (`hf_configs.ARCHITECTURES`: e.g. BertForPreTraining
-    with MLM and NSP, BertForMaskedLM with only MLM, BertModel with neither)."""
+    with MLM and NSP, BertForMaskedLM with only MLM, BertModel with neither), or with `task` (a
+    fine-tuned model's head, `task_heads.task_head`) by its *For<Task> class."""
     from flax.core import meta
     from safetensors.numpy import save
 
@@ -143,7 +146,13 @@ def export_hf(
     groups = present_groups(params, config)
     if "encoder" not in groups:
         raise BertJaxError("export_hf: the parameters hold no complete BERT encoder")
-    arch, holds = hf_configs.architecture(config, groups)
+    if task is None:
+        arch, holds = hf_configs.architecture(config, groups)
+    else:  # the task class holds the encoder, the pooler if its head reads it, and the head
+        hf_configs.architecture(config, ("encoder",))  # checks transformers can hold the config
+        arch, holds = task.arch, frozenset({"pooler"} if task.uses_pooler else ())
+        if task.uses_pooler and "pooler" not in groups:
+            raise BertJaxError(f"export_hf: {arch} reads the pooler; the checkpoint has none")
     tensors = {}
     for w in weights(config):
         if w.group not in groups or w.group not in {"encoder", *holds}:
@@ -158,6 +167,9 @@ def export_hf(
         base = hf_family(config.family).prefix + "."
         tensors = {k.removeprefix(base): v for k, v in tensors.items()}
     hf_config = hf_configs.hf_config(config, arch)
+    if task is not None:
+        tensors.update(task.tensors)
+        hf_config.update(task.config)
 
     out = epath.Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)

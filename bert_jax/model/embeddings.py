@@ -63,6 +63,20 @@ class BertEmbeddings(nn.Module):
         input_mask_BxL: jax.Array,
         deterministic: bool,
     ) -> jax.Array:
+        x_BxLxE = self.embed(input_ids_BxL, segment_ids_BxL, input_mask_BxL, deterministic)
+        if self.config.embedding_size is None:
+            return constrain_batch(x_BxLxE)
+        return constrain_batch(self.projection(x_BxLxE))
+
+    def embed(
+        self,
+        input_ids_BxL: jax.Array,
+        segment_ids_BxL: jax.Array,
+        input_mask_BxL: jax.Array,
+        deterministic: bool,
+    ) -> jax.Array:
+        """The tables' sum, normalised and dropped out, at width E before any projection (what
+        ELECTRA's generator shares with its discriminator)."""
         cfg = self.config
         seq_len = input_ids_BxL.shape[-1]
         if seq_len > cfg.max_sequence_length:
@@ -76,10 +90,7 @@ class BertEmbeddings(nn.Module):
         )
         if cfg.type_vocab_size:
             x_BxLxE = x_BxLxE + self.token_type_embeddings(segment_ids_BxL)
-        x_BxLxE = self.dropout(self.layer_norm(x_BxLxE), deterministic=deterministic)
-        if cfg.embedding_size is None:
-            return constrain_batch(x_BxLxE)
-        return constrain_batch(self.projection(x_BxLxE))
+        return self.dropout(self.layer_norm(x_BxLxE), deterministic=deterministic)
 
     def attend(self, x_BxPxE: jax.Array) -> jax.Array:
         """Project onto the word-embedding table: the MLM decoder tied to the input embeddings."""

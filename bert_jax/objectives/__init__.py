@@ -13,7 +13,15 @@ so that asking for one gives a clear error instead of a missing key.
 from __future__ import annotations
 
 from bert_jax.errors import BertJaxError
-from bert_jax.objectives import full_sentences, ltr, mlm, mlm_nsp, mlm_sop
+from bert_jax.objectives import (
+    electra,
+    full_sentences,
+    ltr,
+    mlm,
+    mlm_nsp,
+    mlm_sop,
+    permutation_lm,
+)
 from bert_jax.objectives.base import Objective, TokenMasking
 
 _BUILT = (
@@ -22,14 +30,14 @@ _BUILT = (
     mlm_sop.OBJECTIVE,
     full_sentences.OBJECTIVE,
     ltr.OBJECTIVE,
+    electra.OBJECTIVE,
+    permutation_lm.OBJECTIVE,
 )
 REGISTRY: dict[str, Objective] = {o.name: o for o in _BUILT}
 _BY_DATA_FLAG = {o.data_flag: o for o in _BUILT if o.data_flag}
 
 PLANNED = {
-    "electra": "replaced-token detection with a generator (ELECTRA)",
-    "span_corruption": "span corruption with sentinels (T5)",
-    "permutation_lm": "permutation language modelling (XLNet)",
+    "span_corruption": "T5 span corruption; for now only through bert_jax.train.seq2seq_task",
 }
 
 

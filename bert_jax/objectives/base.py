@@ -38,6 +38,9 @@ class TokenMasking:
     masked_lm_prob: float = 0.15
     mask_prob: float = 0.8
     random_prob: float = 0.1
+    # Spans of n <= max_ngram consecutive tokens, n drawn with probability proportional to 1/n
+    # (ALBERT's n-gram masking, max_ngram=3); 1 = single tokens.
+    max_ngram: int = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,6 +57,10 @@ class Objective:
     label_statistic: str = "label_1_fraction"
     data_flag: str = ""  # the create-pretraining-data --objective value (reference names)
     causal: bool = False  # the encoder attends left to right (BertConfig.causal)
+    # A re-layout the input pipeline runs on each decoded batch, for objectives whose model reads
+    # another layout than the shards' (XLNet: `permutation_lm.XLNetLayout`); it declares its
+    # extra arrays (`extra_shapes(b, l, p)`) and builds them (`apply(batch, index_B, p, seed)`).
+    layout: Any = None
 
     def __post_init__(self) -> None:
         if self.pairing not in PAIRINGS:
@@ -106,5 +113,8 @@ class Objective:
                 continue
             shape = (batch_size,) if f.length == 1 else (batch_size, f.length)
             out[f.name] = (shape, np.dtype(np.float32 if f.dtype == "float32" else np.int32))
+        if self.layout is not None:
+            extra = self.layout.extra_shapes(batch_size, max_seq_length, max_predictions_per_seq)
+            out.update(extra)
         out["example_mask"] = ((batch_size,), np.dtype(np.float32))
         return out

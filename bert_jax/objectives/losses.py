@@ -17,11 +17,20 @@ import jax
 import jax.numpy as jnp
 import optax
 
-DENOMINATORS = "loss_denominators"  # batch key: {"masked_lm" | "sentence" | "next_token": scalar}
+# batch key: {"masked_lm" | "sentence" | "next_token" | "token": scalar}
+DENOMINATORS = "loss_denominators"
 
 
 def _next_token_weights(batch) -> jax.Array:
     weights_BxL = batch["input_mask"][:, 1:].astype(jnp.float32)
+    if "example_mask" in batch:
+        weights_BxL = weights_BxL * batch["example_mask"][:, None].astype(jnp.float32)
+    return weights_BxL
+
+
+def _token_weights(batch) -> jax.Array:
+    """1 for every real (non-padding) token of a real example."""
+    weights_BxL = batch["input_mask"].astype(jnp.float32)
     if "example_mask" in batch:
         weights_BxL = weights_BxL * batch["example_mask"][:, None].astype(jnp.float32)
     return weights_BxL
@@ -43,6 +52,7 @@ def full_batch_denominators(batch) -> dict[str, jax.Array]:
         out["sentence"] = jnp.maximum(jnp.sum(_example_weights(batch)), 1.0)
     if "input_mask" in batch:
         out["next_token"] = jnp.sum(_next_token_weights(batch)) + 1e-5
+        out["token"] = jnp.sum(_token_weights(batch)) + 1e-5
     return out
 
 
@@ -116,5 +126,36 @@ def next_token(outputs, batch) -> tuple[jax.Array, dict[str, jax.Array]]:
         _given_denominator(batch, "next_token"),
     )  # fmt: skip
     metrics = {"lm_loss": metrics["masked_lm_loss"], "lm_accuracy": metrics["masked_lm_accuracy"]}
+    metrics["loss"] = loss
+    return loss, metrics
+
+
+def replaced_token_detection(
+    outputs, batch, discriminator_weight: float
+) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """ELECTRA: the generator's MLM loss + `discriminator_weight` x the discriminator's sigmoid
+    cross-entropy over every real token (`outputs` is an `ElectraOutput`). The metrics include
+    the all-original baseline, the accuracy of a discriminator that always says "original"."""
+    loss, metrics = masked_lm_loss(
+        outputs.mlm_logits, batch["masked_lm_ids"], batch["masked_lm_weights"],
+        _given_denominator(batch, "masked_lm"),
+    )  # fmt: skip
+    weights_BxL = _token_weights(batch)
+    denom = _given_denominator(batch, "token")
+    if denom is None:
+        denom = jnp.sum(weights_BxL) + 1e-5
+    logits_BxL = outputs.disc_logits.astype(jnp.float32)
+    replaced_BxL = outputs.replaced.astype(jnp.float32)
+    bce_BxL = optax.sigmoid_binary_cross_entropy(logits_BxL, replaced_BxL)
+    disc_loss = jnp.sum(bce_BxL * weights_BxL) / denom
+    predicted_BxL = (logits_BxL > 0).astype(jnp.float32)
+    correct_BxL = (predicted_BxL == replaced_BxL).astype(jnp.float32)
+    metrics.update(
+        replaced_token_loss=disc_loss,
+        replaced_token_accuracy=jnp.sum(correct_BxL * weights_BxL) / denom,
+        replaced_token_baseline=jnp.sum((1.0 - replaced_BxL) * weights_BxL) / denom,
+        replaced_token_fraction=jnp.sum(replaced_BxL * weights_BxL) / denom,
+    )
+    loss = loss + discriminator_weight * disc_loss
     metrics["loss"] = loss
     return loss, metrics

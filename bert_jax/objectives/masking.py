@@ -25,7 +25,7 @@ from bert_jax.errors import BertJaxError
 from bert_jax.objectives.base import TokenMasking
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_STREAM_ORDER, _STREAM_ACTION, _STREAM_RANDOM_ID = 1, 2, 3
+_STREAM_ORDER, _STREAM_ACTION, _STREAM_RANDOM_ID, _STREAM_NGRAM = 1, 2, 3, 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +41,7 @@ class MaskingSpec:
     # Ids of "##" word pieces (whole-word masking groups a word's pieces); empty = not used.
     continuation_ids: tuple[int, ...] = dataclasses.field(default=(), repr=False)
     whole_word: bool = False
+    max_ngram: int = 1  # > 1: spans of n <= max_ngram tokens, P(n) proportional to 1/n (ALBERT)
 
     def __post_init__(self) -> None:
         for name in ("masked_lm_prob", "mask_prob", "random_prob"):
@@ -52,6 +53,10 @@ class MaskingSpec:
             )
         if self.whole_word and not self.continuation_ids:
             raise BertJaxError("whole-word masking needs the vocab's '##' continuation ids")
+        if self.max_ngram < 1:
+            raise BertJaxError(f"masking max_ngram={self.max_ngram}: must be >= 1")
+        if self.max_ngram > 1 and self.whole_word:
+            raise BertJaxError("masking: n-gram and whole-word masking are exclusive")
 
     @classmethod
     def from_tokens(
@@ -81,6 +86,7 @@ class MaskingSpec:
             random_prob=rule.random_prob,
             continuation_ids=tuple(i for i, t in enumerate(tokens) if t.startswith("##")),
             whole_word=whole_word,
+            max_ngram=rule.max_ngram,
         )
 
     @classmethod
@@ -154,6 +160,46 @@ def _whole_word_choice(
     return chosen_BxL
 
 
+def ngram_lengths(uniform: np.ndarray, max_ngram: int) -> np.ndarray:
+    """n in 1..max_ngram for uniforms in [0, 1), with P(n) proportional to 1/n."""
+    weights = 1.0 / np.arange(1, max_ngram + 1)
+    edges = np.cumsum(weights / weights.sum())
+    return np.minimum(np.searchsorted(edges, uniform, side="right"), max_ngram - 1) + 1
+
+
+def _ngram_choice(
+    candidate_BxL: np.ndarray,
+    key_BxL: np.ndarray,
+    n_BxL: np.ndarray,
+    budget_B: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Chosen positions [B, L] and the span-length counts [max n]: starts in the order of their
+    key, each taking the n-gram drawn for it (n_BxL) of consecutive unchosen candidates."""
+    chosen_BxL = np.zeros_like(candidate_BxL)
+    counts = np.zeros(int(n_BxL.max(initial=1)), np.int64)
+    length = candidate_BxL.shape[1]
+    for r in range(candidate_BxL.shape[0]):
+        cand = np.flatnonzero(candidate_BxL[r])
+        taken, budget = 0, int(budget_B[r])
+        for start in cand[np.argsort(key_BxL[r, cand], kind="stable")]:
+            if taken >= budget:
+                break
+            if chosen_BxL[r, start]:
+                continue
+            n = int(n_BxL[r, start])
+            end = start + n
+            # As ALBERT: a span that would overlap a chosen one, leave the candidates or exceed
+            # the budget is skipped, not shortened (later starts fill the budget).
+            if taken + n > budget or end > length:
+                continue
+            if not candidate_BxL[r, start:end].all() or chosen_BxL[r, start:end].any():
+                continue
+            chosen_BxL[r, start:end] = True
+            counts[n - 1] += 1
+            taken += n
+    return chosen_BxL, counts
+
+
 def mask_batch(
     input_ids_BxL: np.ndarray,
     input_mask_BxL: np.ndarray,
@@ -164,7 +210,8 @@ def mask_batch(
 ) -> dict[str, np.ndarray]:
     """Masks a batch. Returns `input_ids` (masked), `masked_lm_positions` / `masked_lm_ids`
     (int64 [B, P], ascending positions, zero padded), `masked_lm_weights` (float32 [B, P], 1.0 for
-    real predictions) and `mask_kinds` (int64 [3]: tokens set to [MASK], to a random id, kept)."""
+    real predictions) and `mask_kinds` (int64 [3]: tokens set to [MASK], to a random id, kept);
+    with n-gram masking also `ngram_counts` (int64 [max_ngram]: spans of each length)."""
     batch, length = input_ids_BxL.shape
     with np.errstate(over="ignore"):
         num_tokens_B = input_mask_BxL.sum(axis=1)
@@ -172,9 +219,14 @@ def mask_batch(
         budget_B = np.maximum(1, np.rint(num_tokens_B * spec.masked_lm_prob)).astype(np.int64)
         budget_B = np.minimum(budget_B, max_predictions_per_seq)
         key_BxL = _uniform(_bits(seed, example_index_B, length, _STREAM_ORDER))
+        ngram_counts = None
         if spec.whole_word:
             starts_BxL = ~np.isin(input_ids_BxL, spec.continuation_ids)
             chosen_BxL = _whole_word_choice(candidate_BxL, starts_BxL, key_BxL, budget_B)
+        elif spec.max_ngram > 1:
+            u_BxL = _uniform(_bits(seed, example_index_B, length, _STREAM_NGRAM))
+            n_BxL = ngram_lengths(u_BxL, spec.max_ngram)
+            chosen_BxL, ngram_counts = _ngram_choice(candidate_BxL, key_BxL, n_BxL, budget_B)
         else:
             # A random order of the candidates (non-candidates sort last); take the budget.
             key_BxL = np.where(candidate_BxL, key_BxL, 2.0)
@@ -202,7 +254,9 @@ def mask_batch(
         np.float32
     )
     n_mask, n_random = int(to_mask_BxL.sum()), int(to_random_BxL.sum())
+    extra = {} if ngram_counts is None else {"ngram_counts": ngram_counts}
     return {
+        **extra,
         "input_ids": masked_BxL,
         "masked_lm_positions": positions_BxP,
         "masked_lm_ids": labels_BxP,

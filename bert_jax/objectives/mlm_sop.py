@@ -1,6 +1,7 @@
-"""ALBERT's objective: masked LM + sentence-order prediction. Both segments are consecutive text
-of one document; with p = 0.5 they are swapped (label 1). A chunk of a single sentence still
-takes its B from another document, as ALBERT's data code does."""
+"""ALBERT's objective: masked LM on n-gram spans (n <= 3, P(n) proportional to 1/n) +
+sentence-order prediction. Both segments are consecutive text of one document; with p = 0.5
+they are swapped (label 1). A chunk of a single sentence still takes its B from another
+document, as ALBERT's data code does."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ OBJECTIVE = Objective(
     name="mlm_sop",
     description="masked LM + sentence-order prediction (ALBERT)",
     pairing="swapped_pairs",
-    masking=TokenMasking(),
+    masking=TokenMasking(max_ngram=3),  # ALBERT's n-gram masking, P(n) proportional to 1/n
     heads=("masked_lm", "sentence_order"),
     loss=loss,
     label_statistic="swapped_order_fraction",

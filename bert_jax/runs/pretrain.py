@@ -17,9 +17,11 @@ from jax.experimental import multihost_utils
 from bert_jax.aot.pretraining import check_trainer_fits
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
+from bert_jax.input.geometry import check_shard_geometry
 from bert_jax.interop import export_hf, graft_encoder, load_pretrained
 from bert_jax.train.loop import TrainResult, maybe_initialize_distributed, train
-from bert_jax.train.pretraining import bert_config_from, pretraining_task
+from bert_jax.train.pretraining import bert_config_from, export_electra_generator, pretraining_task
+from bert_jax.train.validate import check_training_config
 
 
 def _init_params_fn(path: str, bert_config: BertConfig) -> Callable[[Any], Any]:
@@ -37,11 +39,25 @@ def _init_params_fn(path: str, bert_config: BertConfig) -> Callable[[Any], Any]:
 
 
 def run_pretraining(config: Any, workdir: str, batches: Any = None) -> TrainResult:
+    check_training_config(config)  # before the model, the vocab or the workdir
+    check_shard_geometry(config)  # the shards' max_seq_length etc. (their stats.json)
     maybe_initialize_distributed(config)
-    bert_config = bert_config_from(config)
-    task = pretraining_task(config, bert_config)
+    if config.get("teacher"):  # distillation: the student is derived from the teacher
+        from bert_jax.train.distillation import distillation_task
+
+        task = distillation_task(config)
+        bert_config = task.bert_config
+    else:
+        bert_config = bert_config_from(config)
+        task = pretraining_task(config, bert_config)
     wd = epath.Path(workdir)
+    if config.init_checkpoint and getattr(task, "is_xlnet", False):
+        raise BertJaxError("config.init_checkpoint: not supported with objective permutation_lm")
     init = _init_params_fn(config.init_checkpoint, bert_config) if config.init_checkpoint else None
+    if config.get("teacher"):
+        if config.init_checkpoint:
+            raise BertJaxError("config.teacher initialises the student: clear init_checkpoint")
+        init = task.student_init
     if jax.process_index() == 0 and config.get("vocab_file"):
         wd.mkdir(parents=True, exist_ok=True)
         if not (wd / "vocab.txt").exists():  # lets load_pretrained(workdir) find the vocab
@@ -60,6 +76,15 @@ def run_pretraining(config: Any, workdir: str, batches: Any = None) -> TrainResu
         params = multihost_utils.process_allgather(result.state.params, tiled=True)
         if jax.process_index() == 0:
             vocab = config.vocab_file or None
+            if getattr(task, "is_xlnet", False):  # XLNetLMHeadModel (bert_jax.interop.xlnet)
+                from bert_jax.interop.xlnet import export_xlnet
+
+                out = export_xlnet(task.model.config, params, config.export_hf_dir)
+                print(f"exported Hugging Face XLNetLMHeadModel to {out}")
+                return result
             out = export_hf(bert_config, params, config.export_hf_dir, vocab_file=vocab)
             print(f"exported Hugging Face model to {out}")
+            if getattr(task, "is_electra", False):  # the discriminator above, the generator here
+                gen = export_electra_generator(task, params, out / "generator", vocab)
+                print(f"exported the ELECTRA generator to {gen}")
     return result

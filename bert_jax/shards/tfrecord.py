@@ -68,7 +68,11 @@ class TFRecordWriter:
 
     def _flush(self) -> None:
         if self._buffer:
-            self._file.write(b"".join(self._buffer))
+            try:
+                self._file.write(b"".join(self._buffer))
+            except OSError as e:  # disk full, quota, lost mount: one line, no shard left behind
+                self.abort()
+                raise BertJaxError(f"{self.path}: cannot write output: {e.strerror or e}") from e
             self._buffer, self._buffered = [], 0
 
     def close(self) -> None:
@@ -79,6 +83,9 @@ class TFRecordWriter:
             self._file.close()
             self._file = None
             self._tmp.replace(self.path)
+        except OSError as e:
+            self.abort()
+            raise BertJaxError(f"{self.path}: cannot write output: {e.strerror or e}") from e
         except BaseException:
             self.abort()
             raise

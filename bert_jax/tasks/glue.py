@@ -134,8 +134,16 @@ def get_spec(name: str) -> GlueSpec:
 def read_tsv(path: str) -> list[list[str]]:
     if not epath.Path(path).exists():  # local or gs://
         raise BertJaxError(f"{path}: no such file")
-    text = io.StringIO(epath.Path(path).read_bytes().decode("utf-8"), newline="")
-    return list(csv.reader(text, delimiter="\t", quotechar=None))
+    data = epath.Path(path).read_bytes()
+    try:
+        decoded = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise BertJaxError(
+            f"{path}: line {line}: not UTF-8 (byte 0x{data[e.start]:02x}; Latin-1?); convert it, "
+            "e.g. iconv -f LATIN1 -t UTF-8"
+        ) from None
+    return list(csv.reader(io.StringIO(decoded, newline=""), delimiter="\t", quotechar=None))
 
 
 def read_split(spec: GlueSpec, data_dir: str, split: str) -> list[Example]:
@@ -173,6 +181,8 @@ def read_split(spec: GlueSpec, data_dir: str, split: str) -> list[Example]:
                 label = raw
         text_b = row[cols.b] if cols.b is not None else None
         examples.append(Example(f"{split}-{guid_id}", row[cols.a], text_b, label))
+    if not examples:  # an empty or header-only file: nothing to train on or to score
+        raise BertJaxError(f"{path}: no examples (the file is empty or holds only a header)")
     return examples
 
 

@@ -104,13 +104,16 @@ def read_examples(
 ) -> tuple[list[SquadExample], ReadStats]:
     stats = ReadStats()
     examples = []
-    for article in load_dataset(path):
-        for para in article.get("paragraphs", []):
-            context = para["context"]
+    for a, article in enumerate(load_dataset(path)):
+        for p, para in enumerate(article.get("paragraphs", [])):
+            where = f"{path}: data[{a}].paragraphs[{p}]"
+            context = _field(para, "context", str, where)
             words, char_to_word = split_on_whitespace(context)
-            for qa in para["qas"]:
+            for q, qa in enumerate(_field(para, "qas", list, where)):
                 stats.questions += 1
-                ex = SquadExample(qa["id"], qa["question"], words)
+                at = f"{where}.qas[{q}]"
+                qid = str(_field(qa, "id", object, at))
+                ex = SquadExample(qid, _field(qa, "question", str, at), words)
                 ex.is_impossible = bool(version_2 and qa.get("is_impossible", False))
                 if is_training and not ex.is_impossible:
                     if not qa.get("answers"):
@@ -124,14 +127,34 @@ def read_examples(
                         stats.skipped_bad_answer += 1
                         continue
                 examples.append(ex)
+    if is_training and not examples and stats.questions:
+        raise BertJaxError(
+            f"{path}: no usable training example: all {stats.skipped_bad_answer} answers were "
+            "skipped (answer_start outside the context, not a number, or misaligned)"
+        )
     return examples, stats
+
+
+def _field(obj: object, key: str, kind: type, where: str):
+    """obj[key] of the expected JSON type, or a one-line error naming where it is missing."""
+    value = obj.get(key) if isinstance(obj, dict) else None
+    if not isinstance(value, kind):
+        got = "missing" if value is None else f"a {type(value).__name__}"
+        raise BertJaxError(f"{where}: '{key}' is {got}, expected a {kind.__name__}")
+    return value
 
 
 def _locate_answer(
     ex: SquadExample, answer: dict, context: str, char_to_word: list[int], exact: bool
 ) -> str:
     """Set the answer's word span on `ex`; return a description of the problem, or ""."""
-    text, start = answer["text"], int(answer["answer_start"])
+    text, start = answer.get("text"), answer.get("answer_start")
+    if not isinstance(text, str):
+        return "answer has no 'text'"
+    try:
+        start = int(start)
+    except (TypeError, ValueError):
+        return f"answer_start {start!r} is not a number"
     if not 0 <= start < len(context) or start + len(text) > len(context):
         return f"answer_start {start} with text {text!r} is outside the context"
     found = context[start : start + len(text)]

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import json
 import os
 import pathlib
 import tempfile
@@ -35,8 +36,6 @@ from etils import epath
 from bert_jax.atomic_write import (
     is_local,
     write_bytes_atomic,
-    write_json_atomic,
-    write_text_atomic,
 )
 from bert_jax.corpus import sources
 from bert_jax.errors import BertJaxError
@@ -121,7 +120,13 @@ def build_vocab(
     if model_type not in ("unigram", "bpe"):
         raise BertJaxError(f"--model_type={model_type}: expected unigram or bpe")
     out = epath.Path(output_dir)  # local or gs://
-    out.mkdir(parents=True, exist_ok=True)
+    try:  # before reading the corpus or training anything
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise BertJaxError(f"--output_dir={output_dir}: cannot write: {e.strerror or e}") from e
 
     # 1. BasicTokenizer over the corpus (for WordPiece) and ALBERT's preprocessing (for spm.model).
     basic = BasicTokenizer(do_lower_case)
@@ -137,7 +142,14 @@ def build_vocab(
         num_threads=num_threads or os.cpu_count() or 1,
         seed=seed,
     )
-    with tempfile.TemporaryDirectory(dir=out if is_local(out) else None) as tmp_dir:
+    if is_local(out):  # left by a killed run (a killed process cannot delete its own)
+        for stale in [*out.glob(".build-vocab-*"), *out.glob(".*.tmp-*")]:
+            if stale.name.startswith(".build-vocab-") and stale.is_dir():
+                stale.rmtree(missing_ok=True)
+            elif stale.name.split(".tmp-")[0][1:] in _OUTPUTS:
+                stale.unlink(missing_ok=True)
+    prefix = ".build-vocab-"
+    with tempfile.TemporaryDirectory(dir=out if is_local(out) else None, prefix=prefix) as tmp_dir:
         basic_path, albert_path = pathlib.Path(tmp_dir, "basic.txt"), pathlib.Path(tmp_dir, "a.txt")
         with (
             open(basic_path, "w", encoding="utf-8") as f,
@@ -167,9 +179,10 @@ def build_vocab(
             if not (sp.IsControl(i) or sp.IsUnknown(i) or sp.IsUnused(i))
         ]
         albert = train(albert_path, pathlib.Path(tmp_dir, "spm"), normalization="nmt_nfkc")
-        for suffix in (".model", ".vocab"):
-            data = pathlib.Path(tmp_dir, "spm" + suffix).read_bytes()
-            write_bytes_atomic(out / f"spm{suffix}", data)
+        # The output set is published together at the end (see _publish), not file by file.
+        outputs = {
+            f"spm{x}": pathlib.Path(tmp_dir, "spm" + x).read_bytes() for x in (".model", ".vocab")
+        }
 
     # 3. WordPiece vocab.
     tokens = [*SPECIAL_TOKENS, *(f"[unused{i}]" for i in range(num_unused))]
@@ -190,10 +203,13 @@ def build_vocab(
         seen.add(word)
     padding = vocab_size - len(tokens)
     tokens += [f"[unused{num_unused + i}]" for i in range(padding)]
-    write_text_atomic(out / "vocab.txt", "".join(t + "\n" for t in tokens))
+    outputs["vocab.txt"] = "".join(t + "\n" for t in tokens).encode("utf-8")
 
     # 4. How often FullTokenizer falls back to [UNK] on the corpus (its first 200k lines).
-    tokenizer = FullTokenizer(out / "vocab.txt", do_lower_case=do_lower_case)
+    with tempfile.TemporaryDirectory() as tmp_dir:
+        staged_vocab = pathlib.Path(tmp_dir, "vocab.txt")
+        staged_vocab.write_bytes(outputs["vocab.txt"])
+        tokenizer = FullTokenizer(staged_vocab, do_lower_case=do_lower_case)
     ids = tokenizer.encode_batch(sample)
     n_tokens = sum(map(len, ids))
     n_unk = sum(x.count(tokenizer.unk_id) for x in ids)
@@ -214,5 +230,34 @@ def build_vocab(
         "unk_rate": n_unk / max(n_tokens, 1),
         "seconds": round(time.time() - start, 2),
     }
-    write_json_atomic(out / "vocab_stats.json", stats)
+    outputs["vocab_stats.json"] = (json.dumps(stats, indent=2) + "\n").encode("utf-8")
+    _publish(out, outputs)
     return stats
+
+
+_OUTPUTS = ("vocab.txt", "spm.model", "spm.vocab", "vocab_stats.json")
+
+
+def _publish(out: epath.Path, outputs: dict[str, bytes]) -> None:
+    """Every file of the set is complete before the first one is renamed into place, so a run
+    killed while training sentencepiece or building the vocab leaves the old set untouched and
+    the window in which the set is mixed is a few renames (vocab_stats.json, which records the
+    set, goes last)."""
+    names = [n for n in outputs if n != "vocab_stats.json"] + ["vocab_stats.json"]
+    if not is_local(out):  # gs:// objects: each upload is atomic; the stats object goes last
+        for name in names:
+            write_bytes_atomic(out / name, outputs[name])
+        return
+    staged = []
+    try:
+        for name in names:
+            tmp = out / f".{name}.tmp-{os.getpid()}"
+            tmp.write_bytes(outputs[name])
+            staged.append((tmp, out / name))
+        for tmp, final in staged:
+            tmp.replace(final)
+    except OSError as e:
+        raise BertJaxError(f"{out}: cannot write the vocab files: {e.strerror or e}") from e
+    finally:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)

@@ -4,9 +4,9 @@ another task, so they share the keys of `training_config()` and add their own.
     training_config()           every key the trainer and the loop read (bert_jax.train.trainer,
                                 bert_jax.train.loop), with neutral defaults
     pretrain_config(preset)     + the pretraining keys, the paper's phase-1 defaults
-                                (experiments/configs/pretrain*.py start from it)
+                                (bert_jax/configs/pretrain*.py start from it)
     finetune_config(family)     + the fine-tuning keys, run_classifier.py's defaults
-                                (experiments/configs/{glue,squad,ner,swag}.py start from it)
+                                (bert_jax/configs/{glue,squad,ner,swag}.py start from it)
 
 A config file changes only what its recipe changes; the config handed to `bert_jax.train.train`
 is this dict itself (fine-tuning fills in train_steps and warmup_steps per run).
@@ -34,13 +34,13 @@ def training_config() -> ml_collections.ConfigDict:
     c.max_grad_norm = 1.0
     c.grad_accum_steps = 1
     c.max_nonfinite_steps = 10  # consecutive skipped (non-finite) updates before stopping
-    c.seed = 0
+    c.seed = 0  # initialisation, dropout, data order and masking
     c.dtype = "float32"  # compute dtype; parameters and optimizer state stay float32
 
     # Model inputs: init_checkpoint is an HF dir, a Google TF checkpoint or a bert-jax workdir.
     c.init_checkpoint = ""
-    c.vocab_file = ""
-    c.max_seq_length = 128
+    c.vocab_file = ""  # vocab.txt; "" = the checkpoint's
+    c.max_seq_length = 128  # tokens per sequence
 
     # Bookkeeping (bert_jax.train.loop).
     c.log_every_steps = 100
@@ -60,27 +60,36 @@ def pretrain_config(preset: str = "base") -> ml_collections.ConfigDict:
     """Phase 1 of the paper's recipe (section A.2) for a model preset."""
     c = training_config()
     # Model: a preset plus the runtime choices of BertConfig.
-    c.model = preset
+    c.model = preset  # size: tiny..large, L{layers}-H{hidden}[-A{heads}]
     c.vocab_size = 30522  # replaced by the vocab file's size when vocab_file is given
     c.dtype = "bfloat16"
-    c.scan_layers = False
+    c.scan_layers = False  # one compiled layer applied N times (faster compiles)
     c.remat_policy = "none"  # none | full | dots | dots_no_batch
-    c.hidden_dropout_prob = 0.1
-    c.attention_probs_dropout_prob = 0.1
+    c.hidden_dropout_prob = 0.1  # dropout after embeddings, attention output and FFN
+    c.attention_probs_dropout_prob = 0.1  # dropout on attention probabilities
     c.objective = "mlm_nsp"  # a bert_jax.objectives name: mlm_nsp | mlm | mlm_sop | full_sentences
+    # The model family (bert_jax.model.families): its switches on top of the `model` size, e.g.
+    # albert (E=128, shared layers), roberta (position offset), electra (no pooler).
+    c.family = "bert"
+    c.embedding_size = ml_collections.FieldReference(None, field_type=int)  # None: the family's
+    c.generator_size = 0.25  # ELECTRA: the generator's width as a fraction of the discriminator's
+    # Distillation (bert_jax.train.distillation): a teacher path (HF dir, TF checkpoint, workdir)
+    # replaces `model`/`family` by the teacher's with student_layers (0 = half) of its layers.
+    c.teacher = ""
+    c.student_layers = 0
 
     # Data (TFRecord shards in the reference schema; comma-separated globs, local or gs://).
-    c.train_files = ""
-    c.eval_files = ""
+    c.train_files = ""  # training shards
+    c.eval_files = ""  # held-out shards for evaluation; "" = none
     c.dynamic_masking = False  # RoBERTa-style masking at input time (needs vocab_file)
-    c.masked_lm_prob = 0.15
+    c.masked_lm_prob = 0.15  # fraction of tokens selected for prediction (dynamic masking)
     # The split of the selected tokens under dynamic masking; None = the objective's (80/10/10).
     c.mask_prob = ml_collections.FieldReference(None, field_type=float)  # -> [MASK]
     c.random_prob = ml_collections.FieldReference(None, field_type=float)  # -> a random token
-    c.max_predictions_per_seq = 20
-    c.global_batch_size = 256
+    c.max_predictions_per_seq = 20  # masked positions per sequence (as in the shards)
+    c.global_batch_size = 256  # sequences per step over all devices
     c.eval_batch_size = 0  # 0 = global_batch_size
-    c.max_eval_steps = 100
+    c.max_eval_steps = 100  # batches per evaluation
 
     # Optimisation: Adam lr 1e-4, 10k warmup steps, then the reference's linear decay.
     c.train_steps = 900_000
@@ -103,7 +112,7 @@ def finetune_config(family: str) -> ml_collections.ConfigDict:
     # Checkpoint and vocab: init_checkpoint is required; vocab_file "" = the checkpoint's
     # vocab.txt; do_lower_case None = the checkpoint's setting, or True if it has none.
     c.do_lower_case = ml_collections.FieldReference(None, field_type=bool)
-    c.data_dir = ""
+    c.data_dir = ""  # the task's data files (see the family's config file)
     # One run: train_steps = int(train examples / train_batch_size * num_train_epochs) and
     # warmup_steps = train_steps * warmup_proportion are filled in by bert_jax.tasks.runner.
     c.train_batch_size = 32
@@ -144,5 +153,6 @@ _FAMILY_KEYS: dict[str, dict] = {
         "train_file": "train.txt", "dev_file": "valid.txt", "use_tfds": False, "tfds_dir": "",
         "strict": False, "feature_based": False, "lstm_size": 768,
     },
+    # SWAG's CSV files in data_dir (train.csv, val.csv as distributed).
     "swag": {"train_file": "train.csv", "dev_file": "val.csv"},
 }  # fmt: skip

@@ -5,7 +5,8 @@ encoder 6 * L * (4 d^2 + 2 d f) + 12 * L * d * T (bidirectional attention scores
 plus 6 * E * d for the projection of factorised embeddings of width E (ALBERT, ELECTRA); MLM head
 per predicted token 6 * (d E + E V) (gathered at masked positions; E = d unless factorised; shared
 layers cost the same FLOPs as unshared ones); pooler + NSP per
-sequence 6 * (d^2 + 2 d). No rematerialisation counted (MFU, not HFU), as the MFU definition
+sequence 6 * (d^2 + 2 d). ELECTRA counts the generator and the discriminator. No
+rematerialisation counted (MFU, not HFU), as the MFU definition
 of the PaLM paper (appendix B) counts it.
 """
 
@@ -39,14 +40,30 @@ def pretraining_flops_per_step(
     return flops
 
 
+def electra_flops_per_step(
+    disc: BertConfig, generator_size: float, batch: int, seq_len: int, predictions: int
+) -> float:
+    """ELECTRA: the discriminator (encoder + per-token head 6 (d^2 + d)) plus the generator
+    (its encoder over every token, its MLM head at the masked positions)."""
+    from bert_jax.model.electra import generator_config
+
+    d = disc.hidden_size
+    flops = batch * seq_len * (encoder_flops_per_token(disc, seq_len) + 6.0 * (d * d + d))
+    gen = generator_config(disc, generator_size)
+    return flops + pretraining_flops_per_step(gen, batch, seq_len, predictions, use_nsp=False)
+
+
 _MEASURED: dict[str, float] = {}
 
 
-def measured_matmul_peak(device: jax.Device | None = None, n: int = 1024) -> float:
-    """FLOP/s of a float32 n x n matmul chain on one device (the CPU denominator), measured once."""
+def measured_matmul_peak(
+    device: jax.Device | None = None, n: int = 1024, fresh: bool = False
+) -> float:
+    """FLOP/s of a float32 n x n matmul chain on one device (the CPU denominator): the best
+    measured in this process; `fresh` probes again (a busy machine measures low)."""
     device = device or jax.devices()[0]
     key = f"{device.platform}:{n}"
-    if key in _MEASURED:
+    if key in _MEASURED and not fresh:
         return _MEASURED[key]
     a = jax.device_put(jnp.ones((n, n), jnp.float32) / n, device)
     reps = 8
@@ -63,7 +80,7 @@ def measured_matmul_peak(device: jax.Device | None = None, n: int = 1024) -> flo
         t = time.perf_counter()
         chain(a).block_until_ready()
         best = min(best, time.perf_counter() - t)
-    _MEASURED[key] = reps * 2.0 * n**3 / best
+    _MEASURED[key] = max(_MEASURED.get(key, 0.0), reps * 2.0 * n**3 / best)
     return _MEASURED[key]
 
 

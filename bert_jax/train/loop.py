@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import signal
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -32,9 +33,11 @@ from etils import epath
 
 from bert_jax.checkpoint import Checkpointer
 from bert_jax.errors import BertJaxError
-from bert_jax.train import flops as flops_lib
 from bert_jax.train import mesh as mesh_lib
+from bert_jax.train.lock import WorkdirLock
+from bert_jax.train.peak import PeakTracker
 from bert_jax.train.trainer import Trainer, TrainState, build_trainer
+from bert_jax.train.validate import check_training_config
 from bert_jax.train.workdir import check_resume, config_record, write_config
 from bert_jax.train.writers import Console, MetricsWriter, now
 
@@ -114,10 +117,15 @@ def _mean_metrics(window: list[dict[str, jax.Array]]) -> dict[str, float]:
 
 def _check_skips(consecutive: int, max_skips: int, step: int, ckpt: Checkpointer) -> None:
     if max_skips and consecutive >= max_skips:
+        # Weights saved after the streak began are those of its start (updates were skipped), but
+        # the steps just before it may already have diverged: name a checkpoint from before.
+        ckpt.wait()
+        good = [s for s in ckpt.all_steps() if s < step - consecutive]
+        last = f"step {max(good)}" if good else "none (no checkpoint before the streak)"
         raise BertJaxError(
-            f"{consecutive} consecutive steps with non-finite loss or gradients "
-            f"(max_nonfinite_steps={max_skips}) at step {step}; updates were skipped, the last "
-            f"good checkpoint is kept: step {ckpt.latest_step()}"
+            f"{consecutive} consecutive steps with non-finite loss, gradients or update "
+            f"(max_nonfinite_steps={max_skips}) at step {step}; their updates were skipped; the "
+            f"last checkpoint from before the streak: {last} in {ckpt.directory}"
         )
 
 
@@ -132,7 +140,24 @@ def train(
     mesh: jax.sharding.Mesh | None = None,
     preflight: Callable[[Trainer, Any], Any] | None = None,
 ) -> TrainResult:
+    check_training_config(config)  # before the workdir is touched
     workdir = epath.Path(workdir)
+    with WorkdirLock(workdir):  # a second run on this workdir is refused, not interleaved
+        return _train_locked(
+            config, task, workdir, workdir_config, init_params, batches, mesh, preflight
+        )
+
+
+def _train_locked(
+    config: Any,
+    task: Any,
+    workdir: epath.Path,
+    workdir_config: dict | None,
+    init_params: Any,
+    batches: Iterator | None,
+    mesh: jax.sharding.Mesh | None,
+    preflight: Callable[[Trainer, Any], Any] | None,
+) -> TrainResult:
     ckpt = Checkpointer(
         workdir / "checkpoints",
         save_every=int(config.get("checkpoint_every_steps", 1000)),
@@ -154,6 +179,9 @@ def train(
         it = batches if batches is not None else task.train_input(trainer)
         if resume_step is not None:
             state, input_state = ckpt.restore(trainer.abstract_state())
+            for note in ckpt.notes:  # corrupt steps skipped, said on stderr even when quiet
+                print(f"bert-jax: warning: {note}", file=sys.stderr, flush=True)
+            resume_step = int(jax.device_get(state.step))
             if input_state is not None and hasattr(it, "set_state"):
                 it.set_state(input_state)
             console.message(f"resumed from {workdir / 'checkpoints'} at step {resume_step}")
@@ -184,15 +212,14 @@ def _run(
     keys = list(trainer.batch_shardings)
     tokens = _tokens_per_step(trainer)
     seqs = next(iter(trainer.task.init_inputs().values())).shape[0]
-    peak, peak_source = flops_lib.peak_flops(list(mesh.devices.flat))
+    peak = PeakTracker(list(mesh.devices.flat))
     step_flops = trainer.flops_per_step
     log_every = max(int(config.get("log_every_steps", 100)), 1)
     eval_every = int(config.get("eval_every_steps", 0) or 0)
     max_skips = int(config.get("max_nonfinite_steps", 10))
     console.message(
         f"{total} steps, {seqs} sequences x {tokens // max(seqs, 1)} tokens per step, mesh "
-        f"{dict(mesh.shape)}, {step_flops / 1e9:.2f} GFLOPs per step; MFU vs {peak_source} "
-        f"{peak / 1e12:.3f} TFLOP/s"
+        f"{dict(mesh.shape)}, {step_flops / 1e9:.2f} GFLOPs per step; MFU vs {peak.describe()}"
     )
 
     step = int(jax.device_get(state.step))
@@ -230,7 +257,8 @@ def _run(
                     per_step = elapsed / steps_in_window
                     last["tokens_per_sec"] = tokens / per_step
                     last["seq_per_sec"] = seqs / per_step
-                    last["mfu"] = step_flops / per_step / peak
+                    last["mfu"] = step_flops / per_step / peak.update(step_flops / per_step)
+                    last["peak_flops"] = peak.peak
                 t_window, steps_in_window = now(), 0
                 rate = (now() - t_first) / max(step - first_step, 1)
                 writer.write(step, last)

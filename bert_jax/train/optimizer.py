@@ -113,3 +113,19 @@ def make_optimizer(config: Any) -> tuple[optax.GradientTransformation, optax.Sch
     if clip:
         tx = optax.chain(optax.clip_by_global_norm(clip), tx)
     return tx, lr
+
+
+def freeze_paths(
+    tx: optax.GradientTransformation, frozen: tuple[tuple[str, ...], ...]
+) -> optax.GradientTransformation:
+    """`tx` for every parameter except those under a `frozen` path prefix (e.g.
+    ("teacher", "bert")), which get zero updates and keep no optimizer state."""
+
+    def labels(params: Any) -> Any:
+        def label(path, _):
+            keys = tuple(getattr(k, "key", getattr(k, "name", None)) for k in path)
+            return "frozen" if any(keys[: len(f)] == f for f in frozen) else "train"
+
+        return jax.tree_util.tree_map_with_path(label, params)
+
+    return optax.multi_transform({"train": tx, "frozen": optax.set_to_zero()}, labels)

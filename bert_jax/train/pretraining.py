@@ -23,12 +23,16 @@ from bert_jax.config import BertConfig, preset
 from bert_jax.errors import BertJaxError
 from bert_jax.input import EvalInput, PretrainInput
 from bert_jax.model import BertForPreTraining
+from bert_jax.model.electra import DEFAULT_GENERATOR_SIZE, ElectraForPreTraining
+from bert_jax.model.families import get_family
+from bert_jax.model.xlnet import pretraining as xlnet_pretraining
 from bert_jax.objectives.masking import MaskingSpec
 from bert_jax.tokenization.vocab import load_vocab
 from bert_jax.train import flops
 from bert_jax.train.task import Batch, Metrics
 
 MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
+ELECTRA_INPUTS = ("masked_lm_ids", "masked_lm_weights")
 
 
 @dataclasses.dataclass
@@ -45,6 +49,7 @@ class PretrainingTask:
     dynamic_masking: MaskingSpec | None = None  # None: the shards carry static masks
     eval_batch_size: int | None = None
     max_eval_steps: int = 100
+    generator_size: float = DEFAULT_GENERATOR_SIZE  # ELECTRA: generator width / discriminator's
 
     def __post_init__(self) -> None:
         self.spec = objectives.get(self.objective)
@@ -54,7 +59,15 @@ class PretrainingTask:
                 f"objective {self.spec.name} needs BertConfig.causal={self.spec.causal}, the "
                 f"model has causal={self.bert_config.causal}"
             )
-        self.model = BertForPreTraining(self.bert_config, use_nsp=self.uses_sentence_head)
+        # ELECTRA trains a generator and a discriminator as one module (bert_jax.model.electra).
+        self.is_electra = "replaced_token" in self.spec.heads
+        self.is_xlnet = "permutation_lm" in self.spec.heads  # bert_jax.model.xlnet
+        if self.is_xlnet:
+            self.model = xlnet_pretraining.model_for(self.bert_config)
+        elif self.is_electra:
+            self.model = ElectraForPreTraining(self.bert_config, self.generator_size)
+        else:
+            self.model = BertForPreTraining(self.bert_config, use_nsp=self.uses_sentence_head)
 
     @property
     def uses_sentence_head(self) -> bool:
@@ -67,10 +80,14 @@ class PretrainingTask:
         return {k: jax.ShapeDtypeStruct(shape, dtype) for k, (shape, dtype) in shapes.items()}
 
     def model_inputs(self, batch: Batch) -> dict[str, jax.Array]:
-        # Without masked_lm_positions (next-token objectives) the LM head sees every position.
+        # Without masked_lm_positions (next-token objectives) the LM head sees every position;
+        # ELECTRA's model also needs the targets to rebuild the original tokens.
+        if self.is_xlnet:
+            return xlnet_pretraining.model_inputs(batch)
+        names = MODEL_INPUTS + (ELECTRA_INPUTS if self.is_electra else ())
         return {
             f"{k}_{'BxP' if k.startswith('masked') else 'BxL'}": batch[k]
-            for k in MODEL_INPUTS
+            for k in names
             if k in batch
         }
 
@@ -81,9 +98,15 @@ class PretrainingTask:
             {"params": params},
             **self.model_inputs(batch),
             deterministic=deterministic,
-            rngs=None if deterministic else {"dropout": rng},
+            rngs=self._rngs(rng, deterministic),
         )
         return self.spec.loss(out, batch)
+
+    def _rngs(self, rng: jax.Array, deterministic: bool) -> dict[str, jax.Array] | None:
+        rngs = {} if deterministic else {"dropout": rng}
+        if self.is_electra:  # the generator samples in evaluation too
+            rngs["sample"] = jax.random.fold_in(rng, 1)
+        return rngs or None
 
     def loss_denominators(self, batch: Batch) -> dict[str, jax.Array]:
         from bert_jax.objectives import losses
@@ -91,6 +114,16 @@ class PretrainingTask:
         return losses.full_batch_denominators(batch)
 
     def flops_per_step(self, global_batch_size: int) -> float:
+        if self.is_xlnet:
+            return xlnet_pretraining.flops_per_step(
+                self.model.config, global_batch_size, self.max_seq_length,
+                self.max_predictions_per_seq,
+            )  # fmt: skip
+        if self.is_electra:  # both networks (ELECTRA's own FLOPs counting does the same)
+            return flops.electra_flops_per_step(
+                self.bert_config, self.model.generator_size, global_batch_size,
+                self.max_seq_length, self.max_predictions_per_seq,
+            )  # fmt: skip
         return flops.pretraining_flops_per_step(
             self.bert_config,
             global_batch_size,
@@ -115,6 +148,7 @@ class PretrainingTask:
             sharding=trainer.batch_shardings["input_ids"],
             dynamic_masking=self.dynamic_masking,
             objective=self.objective,
+            vocab_size=self.bert_config.vocab_size,
         )
 
     def evaluate(self, trainer: Any, params: Any) -> dict[str, float]:
@@ -132,6 +166,7 @@ class PretrainingTask:
             dynamic_masking=self.dynamic_masking,
             seed=self.seed,
             objective=self.objective,
+            vocab_size=self.bert_config.vocab_size,
         )
         keys = list(trainer.batch_shardings)
         sums: dict[str, float] = {}
@@ -142,9 +177,13 @@ class PretrainingTask:
             m = jax.device_get(trainer.eval_step(params, {k: batch[k] for k in keys}))
             w_tokens = self.spec.predicted_tokens(jax.device_get(batch))
             w_ex = float(jax.device_get(jnp.sum(batch["example_mask"])))
+            mask_BxL = np.asarray(jax.device_get(batch["input_mask"]), np.float64)
+            real_B = np.asarray(jax.device_get(batch["example_mask"]), np.float64)
+            w_real = float(np.sum(mask_BxL * real_B[:, None]))
             sentence = self.spec.sentence_head or "-"
             for k, v in m.items():
                 w = w_ex if k.startswith(sentence) else w_tokens
+                w = w_real if k.startswith("replaced_token") else w
                 sums[k] = sums.get(k, 0.0) + float(v) * w
                 weights[k] = weights.get(k, 0.0) + w
         out = {k: sums[k] / max(weights[k], 1e-9) for k in sums}
@@ -172,6 +211,8 @@ def synthetic_batch(task: PretrainingTask, seed: int, batch_size: int | None = N
         "next_sentence_labels": rs.randint(0, 2, size=(b,)).astype(np.int32),
         "example_mask": np.ones((b,), np.float32),
     }
+    if task.spec.layout is not None:  # e.g. XLNet's: it draws its own targets and masks
+        values.update(task.spec.layout.apply(values, np.arange(b), p, seed))
     return {k: values[k] for k in task.spec.batch_shapes(b, n, p)}
 
 
@@ -186,20 +227,41 @@ def _files(value: Any) -> list[str]:
     return list(value)
 
 
+# Family switches that are sizes: the `model` preset and the vocab decide them, not the family.
+_SIZE_FIELDS = ("vocab_size", "max_position_embeddings", "num_hidden_layers")
+
+
 def bert_config_from(config: Any) -> BertConfig:
     vocab_size = int(config.vocab_size)
     if config.get("vocab_file"):
-        vocab_size = len(load_vocab(config.vocab_file))
+        # Ids are line numbers: a repeated token keeps its last id, so the table needs the highest
+        # id + 1 rows, not len(vocab) (which would leave the last ids outside it).
+        vocab_size = max(load_vocab(config.vocab_file).values()) + 1
+    family = get_family(str(config.get("family", "bert")))
+    if (family.name == "electra") != (config.objective == "electra"):
+        raise BertJaxError(
+            f"config.family={family.name} with config.objective={config.objective}: the electra "
+            "objective and the electra family go together (its discriminator is ELECTRA's)"
+        )
+    switches = {k: v for k, v in family.switches.items() if k not in _SIZE_FIELDS}
+    if config.get("embedding_size") is not None:
+        switches["embedding_size"] = int(config.embedding_size)
+    offset = int(switches.get("position_offset", 0))
+    # The config's dropout wins over the family's (the recipe configs set the family's values).
     return preset(
         config.model,
-        vocab_size=vocab_size,
-        max_position_embeddings=max(512, int(config.max_seq_length)),
-        dtype=config.dtype,
-        scan_layers=bool(config.scan_layers),
-        remat_policy=config.remat_policy,
-        hidden_dropout_prob=float(config.get("hidden_dropout_prob", 0.1)),
-        attention_probs_dropout_prob=float(config.get("attention_probs_dropout_prob", 0.1)),
-        causal=objectives.get(config.objective).causal,
+        **{
+            **switches,
+            "family": family.name,
+            "vocab_size": vocab_size,
+            "max_position_embeddings": max(512, int(config.max_seq_length)) + offset,
+            "dtype": config.dtype,
+            "scan_layers": bool(config.scan_layers),
+            "remat_policy": config.remat_policy,
+            "hidden_dropout_prob": float(config.get("hidden_dropout_prob", 0.1)),
+            "attention_probs_dropout_prob": float(config.get("attention_probs_dropout_prob", 0.1)),
+            "causal": objectives.get(config.objective).causal,
+        },
     )
 
 
@@ -223,6 +285,8 @@ def pretraining_task(config: Any, bert_config: BertConfig) -> PretrainingTask:
             if config.get(key) is not None:
                 rule = dataclasses.replace(rule, **{key: float(config[key])})
         masking = MaskingSpec.from_vocab_file(config.vocab_file, config.masked_lm_prob, rule=rule)
+    if spec.layout is not None and masking is None and config.get("vocab_file"):
+        masking = MaskingSpec.from_vocab_file(config.vocab_file)  # word boundaries ("##")
     return PretrainingTask(
         bert_config,
         int(config.global_batch_size),
@@ -235,4 +299,17 @@ def pretraining_task(config: Any, bert_config: BertConfig) -> PretrainingTask:
         dynamic_masking=masking,
         eval_batch_size=int(config.get("eval_batch_size", 0)) or None,
         max_eval_steps=int(config.get("max_eval_steps", 100)),
+        generator_size=float(config.get("generator_size", DEFAULT_GENERATOR_SIZE)),
     )
+
+
+def export_electra_generator(
+    task: PretrainingTask, params: Any, output_dir: Any, vocab_file: str | None = None
+) -> Any:
+    """An ELECTRA run's generator as transformers' ElectraForMaskedLM (the discriminator is the
+    run's main export, ElectraForPreTraining)."""
+    from bert_jax.interop import export_hf
+    from bert_jax.model.electra import generator_config, generator_params
+
+    gen = generator_config(task.bert_config, task.model.generator_size)
+    return export_hf(gen, generator_params(jax.device_get(params)), output_dir, vocab_file)

@@ -16,7 +16,8 @@ Config keys read here: optimizer, learning_rate, train_steps, warmup_steps, sche
 weight_decay, adam_b1, adam_b2, adam_eps, max_grad_norm, grad_accum_steps, seed,
 logical_axis_rules. The step: microbatched gradients (lax.scan over `grad_accum_steps` slices
 of the global batch, f32 accumulation), global-norm clip, optimizer update; if the loss or the
-gradient norm is not finite the update is skipped and counted (`nonfinite_consecutive`).
+gradient norm or the update is not finite the update is skipped and counted
+(`nonfinite_consecutive`).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from bert_jax.model.layers import activation_rules
 from bert_jax.objectives.losses import DENOMINATORS
 from bert_jax.train import mesh as mesh_lib
-from bert_jax.train.optimizer import make_optimizer
+from bert_jax.train.optimizer import freeze_paths, make_optimizer
 from bert_jax.train.task import Batch, Task
 
 
@@ -226,9 +227,13 @@ class Trainer:
         rng = jax.random.fold_in(state.rng, state.step)
         loss, metrics, grads = self._grads(state.params, batch, rng)
         grad_norm = optax.tree.norm(grads)
-        finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
         updates, opt_state = self.tx.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
+        # The result is checked too: a finite gradient can still give a non-finite update (a NaN
+        # or overflowing learning rate, optimizer state that overflowed).
+        finite = (
+            jnp.isfinite(loss) & jnp.isfinite(grad_norm) & jnp.isfinite(optax.tree.norm(updates))
+        )
         keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(finite, a, b), new, old)
         skipped = (~finite).astype(jnp.int32)
         new_state = state.replace(
@@ -265,6 +270,10 @@ def _place(x: Any, sharding: NamedSharding) -> jax.Array:
 def build_trainer(config: Any, task: Task, mesh: Mesh) -> Trainer:
     """config: the ml_collections training config (see the module docstring for the keys)."""
     tx, lr = make_optimizer(config)
+    # Weights a task runs but never trains (a distillation teacher): no update, no optimizer state.
+    frozen = getattr(task, "frozen_paths", ())
+    if frozen:
+        tx = freeze_paths(tx, frozen)
     accum = int(config.get("grad_accum_steps", 1))
     b = next(iter(task.init_inputs().values())).shape[0]
     mesh_lib.check_batch(b, mesh, accum)

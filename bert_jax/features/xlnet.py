@@ -1,0 +1,93 @@
+"""`extract-features` for Hugging Face XLNet directories (config.json, model.safetensors,
+spiece.model): XLNet's input layout (A <sep> [B <sep>] <cls>, left-padded, segment ids 0 / 1 and
+2 for <cls>), the content stream's hidden states, and the reference JSON-lines format of
+`bert_jax.features.extract` (real tokens only; layer -1 = last layer)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from etils import epath
+
+from bert_jax.atomic_write import open_atomic
+from bert_jax.errors import BertJaxError
+from bert_jax.features.extract import Features, _truncate_pair, read_examples, to_json
+from bert_jax.interop.xlnet import read_xlnet_dir
+from bert_jax.model.xlnet import XLNet
+from bert_jax.tokenization.sentencepiece_tokenizer import SentencePieceTokenizer
+
+PAD_SEGMENT = 3  # XLNetTokenizer's pad_token_type_id
+
+
+def featurize(examples, seq_length: int, tokenizer: SentencePieceTokenizer) -> list[Features]:
+    """XLNetTokenizer's layout, truncating the longer side first; left padding with <pad>."""
+    for special in ("<sep>", "<cls>", "<pad>"):
+        if special not in tokenizer.vocab:
+            raise BertJaxError(f"{tokenizer.model_file}: no {special} piece (not an XLNet spm)")
+    out = []
+    for ex in examples:
+        a = tokenizer.tokenize(ex.text_a)
+        b = tokenizer.tokenize(ex.text_b) if ex.text_b is not None else None
+        if b is not None:
+            _truncate_pair(a, b, seq_length - 3)
+        else:
+            a = a[: seq_length - 2]
+        tokens, segments = [*a, "<sep>"], [0] * (len(a) + 1)
+        if b is not None:
+            tokens, segments = tokens + [*b, "<sep>"], segments + [1] * (len(b) + 1)
+        tokens, segments = tokens + ["<cls>"], segments + [2]
+        pad = seq_length - len(tokens)
+        ids = np.full(seq_length, tokenizer.vocab["<pad>"], np.int32)
+        ids[pad:] = tokenizer.convert_tokens_to_ids(tokens)
+        mask = (np.arange(seq_length) >= pad).astype(np.int32)
+        seg = np.full(seq_length, PAD_SEGMENT, np.int32)
+        seg[pad:] = segments
+        out.append(Features(ex.unique_id, tokens, ids, mask, seg))
+    return out
+
+
+def extract_xlnet_to_file(
+    model_dir: str | os.PathLike,
+    input_file: str | os.PathLike,
+    output_file: str | os.PathLike,
+    layer_indexes: Sequence[int] = (-1, -2, -3, -4),
+    max_seq_length: int = 128,
+    batch_size: int = 32,
+    do_lower_case: bool = False,
+    dtype: str = "float32",
+) -> int:
+    cfg, params, _ = read_xlnet_dir(model_dir, dtype=dtype)
+    spiece = epath.Path(model_dir) / "spiece.model"
+    if not spiece.exists():
+        raise BertJaxError(f"{model_dir}: no spiece.model (XLNet's sentencepiece tokenizer)")
+    tokenizer = SentencePieceTokenizer(spiece, do_lower_case=do_lower_case)
+    n = cfg.n_layer
+    for index in layer_indexes:
+        if not -n <= index < n:
+            raise BertJaxError(f"--layers: {index} is out of range for a {n}-layer model")
+    features = featurize(read_examples(input_file), max_seq_length, tokenizer)
+    model = XLNet(cfg)
+    encoder = jax.device_put(params["transformer"])
+
+    @jax.jit
+    def run(p, ids, mask, seg):
+        out = model.apply({"params": p}, ids, seg, mask, output_hidden_states=True)
+        layers = out.hidden_states[1:]  # index -1 is the last layer, as the BERT extractor
+        return jnp.stack([layers[i].astype(jnp.float32) for i in layer_indexes], axis=1)
+
+    with open_atomic(output_file) as f:
+        for start in range(0, len(features), batch_size):
+            chunk = features[start : start + batch_size]
+            pad = batch_size - len(chunk) if len(features) > batch_size else 0
+            rows = [*chunk, *[chunk[-1]] * pad]
+            arrays = [np.stack([getattr(r, k) for r in rows])
+                      for k in ("input_ids", "input_mask", "segment_ids")]  # fmt: skip
+            values_BxKxLxD = np.asarray(run(encoder, *arrays))
+            for feat, values_KxLxD in zip(chunk, values_BxKxLxD, strict=False):
+                real = int(feat.input_mask.sum())  # left padding: the real tokens are last
+                f.write(to_json(feat, values_KxLxD[:, -real:], layer_indexes) + "\n")
+    return len(features)

@@ -1,0 +1,67 @@
+"""Load an encoder-decoder from a Hugging Face T5 directory or a bert-jax seq2seq workdir (its
+config.json holds the model under "seq2seq" and may name the sentencepiece model under
+"spm_model"), with the sentencepiece model to read and write text."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+
+import jax
+import numpy as np
+from etils import epath
+
+from bert_jax.checkpoint import Checkpointer, _Corrupt, _restore_params_step, read_workdir_config
+from bert_jax.errors import BertJaxError
+from bert_jax.interop.t5 import read_t5_dir
+from bert_jax.model.seq2seq import Seq2SeqConfig, unstack_seq2seq
+
+
+@dataclasses.dataclass(frozen=True)
+class Seq2SeqPretrained:
+    config: Seq2SeqConfig
+    params: dict  # unboxed, looped layout, float32 numpy
+    spm_model: epath.Path | None
+    source: str
+
+
+def load_seq2seq(path: str | os.PathLike, step: int | None = None) -> Seq2SeqPretrained:
+    path = epath.Path(path)
+    if not path.is_dir():
+        raise BertJaxError(f"{path}: not a directory (a Hugging Face T5 dir or a bert-jax workdir)")
+    if (path / "checkpoints").is_dir():
+        return _load_workdir(path, step)
+    if not (path / "config.json").exists():
+        raise BertJaxError(f"{path}: no config.json (not a Hugging Face T5 dir or a workdir)")
+    cfg, params = read_t5_dir(path)
+    spm = path / "spiece.model"
+    return Seq2SeqPretrained(cfg, params, spm if spm.exists() else None, str(path))
+
+
+def _load_workdir(path: epath.Path, step: int | None) -> Seq2SeqPretrained:
+    record = read_workdir_config(path)
+    if "seq2seq" not in record:
+        raise BertJaxError(f"{path / 'config.json'}: has no 'seq2seq' model config")
+    cfg = Seq2SeqConfig.from_dict(record["seq2seq"], str(path / "config.json"))
+    ckpt = Checkpointer(path / "checkpoints", read_only=True, async_save=False)
+    try:
+        steps = [step] if step is not None else sorted(ckpt.all_steps(), reverse=True)
+        if not steps:
+            raise BertJaxError(f"{path / 'checkpoints'}: no checkpoint found")
+        try:
+            params = _restore_params_step(ckpt, steps[0])
+        except _Corrupt as e:
+            raise BertJaxError(str(e)) from None
+    finally:
+        ckpt.close()
+    params = unstack_seq2seq(params)
+    params = jax.tree.map(lambda x: np.asarray(x, np.float32), params.get("params", params))
+    spm = record.get("spm_model") or (record.get("config") or {}).get("spm_model")
+    spm_path = epath.Path(spm) if spm else path / "spiece.model"
+    return Seq2SeqPretrained(cfg, params, spm_path if spm_path.exists() else None, str(path))
+
+
+def write_workdir_record(cfg: Seq2SeqConfig, spm_model: str | None) -> dict:
+    """The extra entries a seq2seq run's config.json holds (see `bert_jax.train.loop.train`)."""
+    return json.loads(json.dumps({"seq2seq": cfg.to_dict(), "spm_model": spm_model}))

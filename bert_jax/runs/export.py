@@ -1,0 +1,95 @@
+"""What `bert-jax convert` needs from a fine-tuned workdir besides its weights: the task head and
+the tokenizer the run used (its vocab.txt and lower-casing, found as the fine-tuning runner found
+them: `vocab_file`, else the init checkpoint's; `do_lower_case`, else the checkpoint's, else True).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from etils import epath
+
+from bert_jax.errors import BertJaxError
+from bert_jax.interop import hf, tf_ckpt
+from bert_jax.interop.pretrained import Pretrained
+from bert_jax.interop.task_heads import TaskHead, task_head
+from bert_jax.tasks import glue, ner
+
+
+@dataclasses.dataclass(frozen=True)
+class Finetuned:
+    head: TaskHead
+    vocab_file: epath.Path | None
+    do_lower_case: bool
+
+
+def _init_vocab_and_case(init: str) -> tuple[epath.Path | None, bool | None]:
+    """vocab.txt and lower-casing of an init checkpoint (HF dir, workdir or TF prefix)."""
+    path = epath.Path(init)
+    if path.is_dir() and not tf_ckpt.is_tf_checkpoint(path / "bert_model.ckpt"):
+        vocab = path / "vocab.txt"
+        return (vocab if vocab.exists() else None), hf.guess_do_lower_case(path)
+    prefix = path / "bert_model.ckpt" if path.is_dir() else path
+    vocab = prefix.parent / "vocab.txt"
+    return (vocab if vocab.exists() else None), tf_ckpt.guess_do_lower_case(prefix)
+
+
+def task_labels(run: dict) -> tuple[tuple[str, ...], str | None]:
+    """(label names in the head's output order, transformers' problem_type) of a fine-tuning run."""
+    if run.get("family") == "glue":
+        spec = glue.get_spec(run.get("task", ""))
+        if spec.is_regression:
+            return ("score",), "regression"
+        return tuple(spec.labels), "single_label_classification"
+    if run.get("family") == "ner":
+        return tuple(ner.LABELS), None
+    return (), None
+
+
+def finetuned(pre: Pretrained) -> Finetuned | None:
+    """The head and tokenizer of `pre` when it was loaded from a fine-tuning workdir, else None."""
+    source = epath.Path(pre.source)
+    config_file = source / "config.json"
+    if not pre.source or not (source / "checkpoints").is_dir() or not config_file.exists():
+        return None
+    try:
+        run = json.loads(config_file.read_text())
+    except json.JSONDecodeError as e:
+        raise BertJaxError(f"{config_file}: not valid JSON ({e})") from None
+    head = task_head(run, pre.params, pre.config, str(source), *task_labels(run))
+    if head is None:
+        return None
+    vocab, lower = pre.vocab_file, run.get("do_lower_case")
+    init_vocab, init_lower = (None, None)
+    if run.get("init_checkpoint"):
+        init_vocab, init_lower = _init_vocab_and_case(run["init_checkpoint"])
+    if vocab is None and run.get("vocab_file"):
+        vocab = epath.Path(run["vocab_file"])
+    vocab = vocab or init_vocab
+    if vocab is not None and not vocab.exists():
+        raise BertJaxError(f"{vocab}: the run's vocab file is gone; pass --vocab_file")
+    if lower is None:
+        lower = True if init_lower is None else init_lower
+    return Finetuned(head, vocab, bool(lower))
+
+
+def convert(
+    init_checkpoint: str,
+    output_dir: str,
+    bert_config_file: str | None = None,
+    vocab_file: str | None = None,
+) -> tuple[epath.Path, Pretrained, TaskHead | None, epath.Path | None]:
+    """`bert-jax convert`: any checkpoint -> a Hugging Face dir; a fine-tuning workdir exports as
+    its task's class with its tokenizer. Returns (dir, what was loaded, the head, the vocab)."""
+    from bert_jax.interop.hf import export_hf
+    from bert_jax.interop.pretrained import load_pretrained
+
+    pre = load_pretrained(init_checkpoint, bert_config_file, vocab_file)
+    tuned = finetuned(pre)
+    vocab, lower = pre.vocab_file, pre.do_lower_case
+    if tuned is not None:
+        vocab, lower = tuned.vocab_file, tuned.do_lower_case
+    task = tuned.head if tuned else None
+    out = export_hf(pre.config, pre.params, output_dir, vocab, lower, task=task)
+    return out, pre, task, vocab

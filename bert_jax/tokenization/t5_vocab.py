@@ -1,0 +1,151 @@
+"""T5's vocabulary: a sentencepiece model with pad=0, eos=1, unk=2 (T5's layout), plus `extra_ids`
+sentinel ids above the model's pieces, `<extra_id_0>` = vocab_size - 1 counting down (as T5's
+`SentencePieceVocabulary` and transformers' T5Tokenizer number them).
+
+    vocab = T5Vocab("spiece.model")            # extra_ids=100
+    ids = vocab.encode("some text")            # pieces + [eos]
+    vocab.sentinel(0), vocab.size, vocab.decode(ids)
+    train_t5_spm(["corpus.txt"], "out/", vocab_size=2000)   # writes out/spiece.model
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Sequence
+
+from etils import epath
+
+from bert_jax.errors import BertJaxError
+
+PAD_ID, EOS_ID, UNK_ID = 0, 1, 2
+_SENTINEL = re.compile(r"<extra_id_(\d+)>")
+
+
+class T5Vocab:
+    def __init__(self, model_file: str | os.PathLike, extra_ids: int = 100) -> None:
+        import sentencepiece as spm
+
+        self.model_file = str(model_file)
+        try:
+            proto = epath.Path(model_file).read_bytes()
+        except FileNotFoundError:
+            raise BertJaxError(f"{model_file}: sentencepiece model not found") from None
+        self.sp = spm.SentencePieceProcessor()
+        try:
+            self.sp.LoadFromSerializedProto(proto)
+        except (RuntimeError, OSError) as e:
+            raise BertJaxError(f"{model_file}: not a sentencepiece model ({e})") from None
+        if (self.sp.pad_id(), self.sp.eos_id()) != (PAD_ID, EOS_ID):
+            raise BertJaxError(
+                f"{model_file}: pad/eos ids are {self.sp.pad_id()}/{self.sp.eos_id()}, T5 needs "
+                f"{PAD_ID}/{EOS_ID} (train it with build-vocab --t5_spiece)"
+            )
+        self.extra_ids = extra_ids
+        self.pieces = self.sp.GetPieceSize()
+
+    @classmethod
+    def for_model(cls, model_file: str | os.PathLike, model_vocab_size: int) -> T5Vocab:
+        """T5's 100 sentinels, fewer if the model's (padded) vocabulary has no room for them."""
+        vocab = cls(model_file, extra_ids=0)
+        if model_vocab_size < vocab.pieces:
+            raise BertJaxError(f"{model_file}: {vocab.pieces} pieces, the model has only "
+                               f"{model_vocab_size} embeddings")  # fmt: skip
+        vocab.extra_ids = min(100, model_vocab_size - vocab.pieces)
+        return vocab
+
+    @property
+    def size(self) -> int:
+        return self.pieces + self.extra_ids
+
+    @property
+    def eos_id(self) -> int:
+        return EOS_ID
+
+    @property
+    def pad_id(self) -> int:
+        return PAD_ID
+
+    def sentinel(self, i: int) -> int:
+        if not 0 <= i < self.extra_ids:
+            raise BertJaxError(f"sentinel {i}: the vocab has {self.extra_ids} extra ids")
+        return self.size - 1 - i
+
+    def is_sentinel(self, token_id: int) -> bool:
+        return token_id >= self.pieces
+
+    def encode(self, text: str, add_eos: bool = True) -> list[int]:
+        """Text (which may hold `<extra_id_N>` markers) -> ids, with EOS appended."""
+        ids: list[int] = []
+        pos = 0
+        for m in _SENTINEL.finditer(text):
+            before = text[pos : m.start()]
+            ids += self.sp.EncodeAsIds(before) if before.strip() else []
+            ids.append(self.sentinel(int(m.group(1))))
+            pos = m.end()
+        if text[pos:].strip() or not ids:
+            ids += self.sp.EncodeAsIds(text[pos:])
+        return ids + [EOS_ID] if add_eos else ids
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Ids -> text, stopping at EOS, dropping padding; sentinels as `<extra_id_N>`."""
+        parts: list[str] = []
+        run: list[int] = []
+        for t in ids:
+            t = int(t)
+            if t == EOS_ID:
+                break
+            if t == PAD_ID:
+                continue
+            if self.is_sentinel(t):
+                parts.append(self.sp.DecodeIds(run))
+                parts.append(f"<extra_id_{self.size - 1 - t}>")
+                run = []
+            else:
+                run.append(t)
+        parts.append(self.sp.DecodeIds(run))
+        return " ".join(p for p in parts if p).strip()
+
+
+def train_t5_spm(
+    lines: Iterable[str],
+    output_dir: str | os.PathLike,
+    vocab_size: int,
+    model_type: str = "unigram",
+    seed: int = 0,
+) -> epath.Path:
+    """Train a T5-layout sentencepiece model (pad 0, eos 1, unk 2, no bos) on `lines`; writes
+    `spiece.model` (transformers' file name) into `output_dir` and returns its path."""
+    import sentencepiece as spm
+
+    out = epath.Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        text = os.path.join(tmp, "corpus.txt")
+        with open(text, "w", encoding="utf-8") as f:
+            for line in lines:
+                if line.strip():
+                    f.write(line.strip() + "\n")
+        spm.set_random_generator_seed(seed)
+        try:
+            spm.SentencePieceTrainer.Train(
+                input=text, model_prefix=os.path.join(tmp, "spiece"), vocab_size=vocab_size,
+                model_type=model_type, character_coverage=1.0, pad_id=PAD_ID, eos_id=EOS_ID,
+                unk_id=UNK_ID, bos_id=-1, hard_vocab_limit=False, minloglevel=2, num_threads=2,
+            )  # fmt: skip
+        except RuntimeError as e:
+            raise BertJaxError(f"sentencepiece training failed: {e}") from None
+        with open(os.path.join(tmp, "spiece.model"), "rb") as f:
+            data = f.read()
+    (out / "spiece.model").write_bytes(data)
+    return out / "spiece.model"
+
+
+def t5_spiece_from_files(
+    input_files: str, output_dir: str | os.PathLike, pieces: int
+) -> epath.Path:
+    """`train_t5_spm` over build-vocab's inputs (globs or `embedded:[N]`), one line a sentence."""
+    from bert_jax.tokenization.vocab_builder import _corpus_lines
+
+    return train_t5_spm(_corpus_lines(input_files), output_dir, pieces)

@@ -1,0 +1,47 @@
+"""Up-front checks of a training config: a value that would train on nothing, train backwards or
+poison the weights is refused with one line naming the key, before any model is built or any
+file is written. `bert_jax.train.loop.train` calls `check_training_config` first.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from bert_jax.errors import BertJaxError
+
+
+def _number(config: Any, key: str) -> float | None:
+    value = config.get(key)
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise BertJaxError(f"config.{key}={value!r}: expected a number") from None
+
+
+def check_training_config(config: Any) -> None:
+    lr = _number(config, "learning_rate")
+    if lr is not None and not (math.isfinite(lr) and lr >= 0):
+        raise BertJaxError(f"config.learning_rate={lr}: must be a finite number >= 0")
+    steps = _number(config, "train_steps")
+    if steps is not None and steps < 1:
+        epochs = _number(config, "num_train_epochs")
+        hint = f" (num_train_epochs={epochs} gives no steps)" if epochs is not None else ""
+        raise BertJaxError(f"config.train_steps={int(steps)}: must be >= 1{hint}")
+    for key in ("global_batch_size", "train_batch_size", "grad_accum_steps"):
+        value = _number(config, key)
+        if value is not None and (value < 1 or value != int(value)):
+            raise BertJaxError(f"config.{key}={config.get(key)}: must be an integer >= 1")
+    seed = _number(config, "seed")
+    if seed is not None and not 0 <= seed < 2**32:
+        raise BertJaxError(f"config.seed={int(seed)}: must be in [0, 2**32)")
+    warmup = _number(config, "warmup_steps")
+    if warmup is not None and warmup < 0:
+        raise BertJaxError(f"config.warmup_steps={int(warmup)}: must be >= 0")
+    mesh = config.get("mesh")
+    if mesh is not None:
+        for axis, size in dict(mesh).items():
+            if size != -1 and (not isinstance(size, int) or size < 1):
+                raise BertJaxError(f"config.mesh.{axis}={size}: must be >= 1, or -1 for the rest")

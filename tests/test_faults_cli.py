@@ -1,0 +1,97 @@
+"""Fault matrix, the `bert-jax` command (issue 17): bad flags, bad config files and unwritable
+output locations end in exactly one `bert-jax: error:` line naming the flag or file, exit
+status 2, before any work. Each case is one short run of the real command."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _run(*args: str, timeout: int = 300) -> str:
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    r = subprocess.run([sys.executable, "-m", "bert_jax.cli", *args], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=timeout)  # fmt: skip
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1, (r.returncode, r.stderr)
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def unwritable(tmp_path_factory) -> str:
+    """A directory path below a regular file: not creatable, even for root."""
+    blocker = tmp_path_factory.mktemp("unwritable") / "a_file"
+    blocker.write_text("x")
+    return str(blocker / "out")
+
+
+def test_config_file_that_is_not_python(tmp_path):
+    bad = tmp_path / "settings.txt"
+    bad.write_text("learning_rate: 1e-4 {\n")
+    line = _run("pretrain", f"--config={bad}", f"--workdir={tmp_path / 'w'}")
+    assert line.startswith(f"bert-jax: error: {bad}:1: --config file is not valid Python")
+
+
+def test_unknown_config_key(tmp_path):
+    line = _run("pretrain", "--config=pretrain.py:tiny", "--config.learnin_rate=1e-3",
+                f"--workdir={tmp_path / 'w'}")  # fmt: skip
+    assert line == (
+        "bert-jax: error: --config.learnin_rate: the config has no field 'learnin_rate' "
+        "(did you mean 'learning_rate'?)"
+    )
+    assert not (tmp_path / "w").exists()
+
+
+def test_extract_features_batch_size_zero(tmp_path, minilm_dir):
+    (tmp_path / "in.txt").write_text("The cat sat on the mat.\n")
+    line = _run("extract-features", f"--input_file={tmp_path / 'in.txt'}",
+                f"--output_file={tmp_path / 'out.jsonl'}", f"--init_checkpoint={minilm_dir}",
+                "--batch_size=0")  # fmt: skip
+    assert line == "bert-jax: error: --batch_size=0: must be >= 1"
+
+
+def test_extract_features_empty_input(tmp_path, minilm_dir):
+    (tmp_path / "in.txt").write_bytes(b"")
+    line = _run("extract-features", f"--input_file={tmp_path / 'in.txt'}",
+                f"--output_file={tmp_path / 'out.jsonl'}",
+                f"--init_checkpoint={minilm_dir}")  # fmt: skip
+    assert (
+        line == f"bert-jax: error: --input_file={tmp_path / 'in.txt'}: no text (the file is empty)"
+    )
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    "subcommand", ["build-vocab", "pretrain", "finetune", "convert", "demo", "ablate"]
+)
+def test_unwritable_output_refused_before_work(subcommand, unwritable, minilm_dir, tmp_path):
+    (tmp_path / "corpus.txt").write_text("The cat sat on the mat.\nIt was warm.\n")
+    args = {
+        "build-vocab": [f"--input_file={tmp_path / 'corpus.txt'}", f"--output_dir={unwritable}"],
+        "pretrain": ["--config=pretrain.py:tiny", f"--workdir={unwritable}"],
+        "finetune": ["--config=glue.py:mrpc", f"--workdir={unwritable}",
+                     f"--config.init_checkpoint={minilm_dir}", f"--config.data_dir={tmp_path}"],
+        "convert": [f"--init_checkpoint={minilm_dir}", f"--output_dir={unwritable}"],
+        "demo": [f"--workdir={unwritable}"],
+        "ablate": ["--table=5", "--scale=cpu", f"--workdir={unwritable}"],
+    }[subcommand]  # fmt: skip
+    flag = "--output_dir" if subcommand in ("build-vocab", "convert") else "--workdir"
+    line = _run(subcommand, *args)
+    assert line.startswith(f"bert-jax: error: {flag}={unwritable}: cannot write")
+    assert line.endswith("Not a directory")
+
+
+def test_max_seq_length_beyond_the_position_table(tmp_path, minilm_dir):
+    (tmp_path / "in.txt").write_text("The cat sat on the mat.\n")
+    line = _run("extract-features", f"--input_file={tmp_path / 'in.txt'}",
+                f"--output_file={tmp_path / 'out.jsonl'}", f"--init_checkpoint={minilm_dir}",
+                "--max_seq_length=1000")  # fmt: skip
+    assert (
+        line == "bert-jax: error: --max_seq_length 1000 > max_position_embeddings 512 of the model"
+    )

@@ -1,0 +1,86 @@
+"""Fault matrix, fine-tuning inputs (issue 17): GLUE TSVs that are empty, header-only or not
+UTF-8, and SQuAD files whose every answer lies past its context, whose answer_start is not a
+number, or whose paragraph has no context: each is one line naming the file (and line or JSON
+path), not a ZeroDivisionError, UnicodeDecodeError or KeyError."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bert_jax.errors import BertJaxError
+from bert_jax.tasks import glue, squad
+
+HEADER = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+ROW = "1\t11\t12\tThe cat sat on the mat.\tA cat was sitting on the mat.\n"
+
+
+def _mrpc(tmp_path, data: bytes):
+    (tmp_path / "train.tsv").write_bytes(data)
+    return glue.read_split(glue.get_spec("mrpc"), str(tmp_path), "train")
+
+
+def test_glue_control_file_reads(tmp_path):
+    assert len(_mrpc(tmp_path, (HEADER + ROW).encode())) == 1
+
+
+def test_glue_header_only_tsv_refused(tmp_path):
+    with pytest.raises(
+        BertJaxError, match=r"train\.tsv: no examples \(the file is empty or holds only a header\)"
+    ):
+        _mrpc(tmp_path, HEADER.encode())
+
+
+def test_glue_empty_tsv_refused(tmp_path):
+    with pytest.raises(BertJaxError, match=r"train\.tsv: no examples"):
+        _mrpc(tmp_path, b"")
+
+
+def test_glue_latin1_tsv_names_the_line(tmp_path):
+    data = (HEADER + ROW).encode() + "0\t13\t14\tLe café.\tUne école.\n".encode("latin-1")
+    with pytest.raises(
+        BertJaxError, match=r"train\.tsv: line 3: not UTF-8 \(byte 0xe9; Latin-1\?\)"
+    ):
+        _mrpc(tmp_path, data)
+
+
+CONTEXT = "The cat sat on the mat."
+
+
+def _squad(tmp_path, paragraph: dict):
+    path = tmp_path / "train.json"
+    path.write_text(json.dumps({"data": [{"paragraphs": [paragraph]}]}))
+    return squad.read_examples(str(path), is_training=True, version_2=False)
+
+
+def _qa(answer_start) -> dict:
+    return {"id": "q1", "question": "Where did the cat sit?",
+            "answers": [{"text": "the mat", "answer_start": answer_start}]}  # fmt: skip
+
+
+def test_squad_control_answer_reads(tmp_path):
+    examples, stats = _squad(tmp_path, {"context": CONTEXT, "qas": [_qa(15)]})
+    assert len(examples) == 1 and stats.skipped_bad_answer == 0
+
+
+def test_squad_every_answer_past_the_context_refused(tmp_path):
+    with pytest.raises(
+        BertJaxError, match=r"train\.json: no usable training example: all 1 answers were skipped"
+    ):
+        _squad(tmp_path, {"context": CONTEXT, "qas": [_qa(500)]})
+
+
+def test_squad_non_numeric_answer_start_is_skipped_not_a_traceback(tmp_path, caplog):
+    good = dict(_qa(15), id="q2")
+    examples, stats = _squad(tmp_path, {"context": CONTEXT, "qas": [_qa("fifteen"), good]})
+    assert [e.qas_id for e in examples] == ["q2"] and stats.skipped_bad_answer == 1
+    assert "question q1: answer_start 'fifteen' is not a number; skipped" in caplog.text
+
+
+def test_squad_paragraph_without_context_named(tmp_path):
+    with pytest.raises(
+        BertJaxError,
+        match=r"train\.json: data\[0\]\.paragraphs\[0\]: 'context' is missing, expected a str",
+    ):
+        _squad(tmp_path, {"qas": [_qa(15)]})

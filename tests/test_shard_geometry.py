@@ -1,0 +1,60 @@
+"""create-pretraining-data's stats.json records the shards' geometry; a pretraining run with another
+max_seq_length / max_predictions_per_seq is refused naming the exact flags, before anything runs."""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from bert_jax.configs import pretrain_cpu
+from bert_jax.data.pipeline import create_pretraining_data
+from bert_jax.errors import BertJaxError
+from bert_jax.input.geometry import check_shard_geometry
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory, uncased_vocab) -> pathlib.Path:
+    """Shards of real text at create-pretraining-data's defaults (128 tokens, 20 predictions)."""
+    out = tmp_path_factory.mktemp("shards")
+    create_pretraining_data("embedded:30", str(out), str(uncased_vocab), dupe_factor=1)
+    return out
+
+
+def test_stats_json_records_the_geometry(shards):
+    import json
+
+    settings = json.loads((shards / "stats.json").read_text())["settings"]
+    assert (settings["max_seq_length"], settings["max_predictions_per_seq"]) == (128, 20)
+
+
+def test_mismatched_run_is_refused_naming_the_flags(shards, uncased_vocab):
+    config = pretrain_cpu.get_config()  # 64 tokens, 10 predictions
+    config.train_files = str(shards / "shard-*")
+    with pytest.raises(BertJaxError) as e:
+        check_shard_geometry(config)
+    message = str(e.value)
+    assert "--config.max_seq_length=128 --config.max_predictions_per_seq=20" in message
+    assert "create-pretraining-data --max_seq_length=64 --max_predictions_per_seq=10" in message
+    config.max_seq_length, config.max_predictions_per_seq = 128, 20  # the fix the error names
+    check_shard_geometry(config)
+    config.max_predictions_per_seq, config.dynamic_masking = 10, True  # masks drawn at run time
+    check_shard_geometry(config)
+    # the CLI: one line, exit 2, before the model or any checkpoint exists
+    cmd = [sys.executable, "-m", "bert_jax.cli", "pretrain", "--config=pretrain_cpu.py",
+           f"--workdir={shards.parent / 'w'}", f"--config.train_files={shards}/shard-*",
+           f"--config.vocab_file={uncased_vocab}"]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "--config.max_seq_length=128" in proc.stderr
+    workdir = shards.parent / "w"  # (it may exist: --workdir is checked to be writable first)
+    assert not (workdir / "config.json").exists() and not (workdir / "checkpoints").exists()
+
+
+def test_shards_without_stats_are_not_judged(shards, tmp_path):
+    (tmp_path / "a.tfrecord").write_bytes(next(shards.glob("shard-*")).read_bytes())
+    config = pretrain_cpu.get_config()
+    config.train_files = str(tmp_path / "a.tfrecord")
+    check_shard_geometry(config)  # no stats.json lists it: the reader checks the records
