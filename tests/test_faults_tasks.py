@@ -84,3 +84,26 @@ def test_squad_paragraph_without_context_named(tmp_path):
         match=r"train\.json: data\[0\]\.paragraphs\[0\]: 'context' is missing, expected a str",
     ):
         _squad(tmp_path, {"qas": [_qa(15)]})
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ({"num_train_epochs": 0}, r"config.num_train_epochs=0(\.0)?: must be a number > 0"),
+        ({"learning_rate": float("nan")}, r"config.learning_rate=nan: must be a finite"),
+        ({"train_batch_size": 0}, r"config.train_batch_size=0: must be an integer >= 1"),
+        ({"sweep": True, "sweep_epochs": [2, 0]}, r"config.sweep_epochs=0: must be a number > 0"),
+    ],
+)
+def test_finetune_config_refused_before_loading_anything(tmp_path, override, message):
+    """The weights and data named here do not exist: the config error comes first, and nothing
+    is written."""
+    from bert_jax.tasks import runner
+    from bert_jax.train.config import finetune_config
+
+    cfg = finetune_config("glue")
+    cfg.update(dict(task="mrpc", data_dir=str(tmp_path / "no-data"),
+                    init_checkpoint=str(tmp_path / "no-weights"), **override))  # fmt: skip
+    with pytest.raises(BertJaxError, match=message):
+        runner.finetune(cfg, tmp_path / "w")
+    assert not (tmp_path / "w").exists()

@@ -44,6 +44,7 @@ from bert_jax.tasks.jobs import make_job
 from bert_jax.tokenization import FullTokenizer
 from bert_jax.train import loop
 from bert_jax.train import mesh as mesh_lib
+from bert_jax.train.validate import check_finetune_config
 
 
 def write_json(obj: Any, path: str | epath.Path) -> None:
@@ -207,6 +208,7 @@ def _summary(runs: list[dict[str, float]]) -> dict[str, float]:
 
 
 def finetune(cfg, workdir: str | epath.Path) -> dict[str, float]:
+    check_finetune_config(cfg)  # before loading weights and data
     tokenizer, pre, lower = _tokenizer_and_weights(cfg)
     job = make_job(cfg, do_lower_case=lower)
     job.load(tokenizer)

@@ -45,3 +45,26 @@ def check_training_config(config: Any) -> None:
         for axis, size in dict(mesh).items():
             if size != -1 and (not isinstance(size, int) or size < 1):
                 raise BertJaxError(f"config.mesh.{axis}={size}: must be >= 1, or -1 for the rest")
+
+
+def check_finetune_config(cfg: Any) -> None:
+    """Fine-tuning's own up-front checks, before the tokenizer, weights or data are loaded:
+    every (learning rate, epochs, batch size) it would run must train on something."""
+    if cfg.get("sweep"):
+        lrs, epochs, batches = cfg.sweep_learning_rates, cfg.sweep_epochs, cfg.sweep_batch_sizes
+        keys = ("sweep_learning_rates", "sweep_epochs", "sweep_batch_sizes")
+    else:
+        lrs, epochs, batches = [cfg.learning_rate], [cfg.num_train_epochs], [cfg.train_batch_size]
+        keys = ("learning_rate", "num_train_epochs", "train_batch_size")
+    for key, values, ok, need in (
+        (keys[0], lrs, lambda v: math.isfinite(v) and v >= 0, "a finite number >= 0"),
+        (keys[1], epochs, lambda v: math.isfinite(v) and v > 0, "a number > 0"),
+        (keys[2], batches, lambda v: v >= 1 and v == int(v), "an integer >= 1"),
+    ):
+        for value in values:
+            try:
+                good = ok(float(value))
+            except (TypeError, ValueError):
+                good = False
+            if not good:
+                raise BertJaxError(f"config.{key}={value!r}: must be {need}")
