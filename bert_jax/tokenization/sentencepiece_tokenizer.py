@@ -31,6 +31,22 @@ def preprocess_text(text: str | bytes, do_lower_case: bool, keep_accents: bool =
     return text.lower() if do_lower_case else text
 
 
+def load_sentencepiece(model_file: str | os.PathLike):
+    """A SentencePieceProcessor read through epath (local or gs://), with one-line errors."""
+    import sentencepiece as spm
+
+    try:
+        proto = epath.Path(model_file).read_bytes()
+    except FileNotFoundError:
+        raise BertJaxError(f"{model_file}: sentencepiece model not found") from None
+    sp = spm.SentencePieceProcessor()
+    try:
+        sp.LoadFromSerializedProto(proto)
+    except (RuntimeError, OSError) as e:
+        raise BertJaxError(f"{model_file}: not a sentencepiece model ({e})") from None
+    return sp
+
+
 class SentencePieceTokenizer:
     """`SentencePieceTokenizer(model_file, do_lower_case=True)`: tokenize / convert_* / vocab /
     inv_vocab / encode_batch, as FullTokenizer."""
@@ -38,18 +54,8 @@ class SentencePieceTokenizer:
     def __init__(
         self, model_file: str | os.PathLike, do_lower_case: bool = True, keep_accents: bool = False
     ):
-        import sentencepiece as spm
-
         self.model_file = str(model_file)
-        try:
-            proto = epath.Path(model_file).read_bytes()
-        except FileNotFoundError:
-            raise BertJaxError(f"{model_file}: sentencepiece model not found") from None
-        self.sp = spm.SentencePieceProcessor()
-        try:
-            self.sp.LoadFromSerializedProto(proto)
-        except (RuntimeError, OSError) as e:
-            raise BertJaxError(f"{model_file}: not a sentencepiece model ({e})") from None
+        self.sp = load_sentencepiece(model_file)
         self.do_lower_case = do_lower_case
         self.keep_accents = keep_accents
         self.vocab = collections.OrderedDict(

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from etils import epath
 
 from bert_jax.errors import BertJaxError
+from bert_jax.tokenization.sentencepiece_tokenizer import load_sentencepiece
 
 PAD_ID, EOS_ID, UNK_ID = 0, 1, 2
 _SENTINEL = re.compile(r"<extra_id_(\d+)>")
@@ -25,18 +26,8 @@ _SENTINEL = re.compile(r"<extra_id_(\d+)>")
 
 class T5Vocab:
     def __init__(self, model_file: str | os.PathLike, extra_ids: int = 100) -> None:
-        import sentencepiece as spm
-
         self.model_file = str(model_file)
-        try:
-            proto = epath.Path(model_file).read_bytes()
-        except FileNotFoundError:
-            raise BertJaxError(f"{model_file}: sentencepiece model not found") from None
-        self.sp = spm.SentencePieceProcessor()
-        try:
-            self.sp.LoadFromSerializedProto(proto)
-        except (RuntimeError, OSError) as e:
-            raise BertJaxError(f"{model_file}: not a sentencepiece model ({e})") from None
+        self.sp = load_sentencepiece(model_file)
         if (self.sp.pad_id(), self.sp.eos_id()) != (PAD_ID, EOS_ID):
             raise BertJaxError(
                 f"{model_file}: pad/eos ids are {self.sp.pad_id()}/{self.sp.eos_id()}, T5 needs "
