@@ -29,3 +29,23 @@ def minilm_dir() -> pathlib.Path:
 @pytest.fixture(scope="session")
 def uncased_vocab(minilm_dir: pathlib.Path) -> pathlib.Path:
     return minilm_dir / "vocab.txt"
+
+
+@pytest.fixture(scope="session")
+def tiny_hf_dir(tmp_path_factory, uncased_vocab: pathlib.Path) -> pathlib.Path:
+    """A tiny randomly initialised BERT written by transformers (real HF layout), real vocab;
+    shared by the fine-tuning and convert tests."""
+    import shutil
+
+    import torch
+    import transformers
+
+    path = tmp_path_factory.mktemp("tiny_bert")
+    torch.manual_seed(0)
+    cfg = transformers.BertConfig(
+        vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=128,
+    )  # fmt: skip
+    transformers.BertForPreTraining(cfg).save_pretrained(path)
+    shutil.copy(uncased_vocab, path / "vocab.txt")
+    return path

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import shutil
 import subprocess
 import sys
 
@@ -93,25 +92,8 @@ def test_finetuned_minilm_exports_head_and_tokenizer(minilm_dir, tmp_path):
     assert pipe({"text": a, "text_pair": b})["label"] == labels[int(ours[0].argmax())]
 
 
-@pytest.fixture(scope="module")
-def tiny_bert(tmp_path_factory, uncased_vocab):
-    """A tiny randomly initialised BERT written by transformers, with the real uncased vocab."""
-    import torch
-    import transformers
-
-    path = tmp_path_factory.mktemp("tiny_bert")
-    torch.manual_seed(0)
-    cfg = transformers.BertConfig(
-        vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=128,
-    )  # fmt: skip
-    transformers.BertForPreTraining(cfg).save_pretrained(path)
-    shutil.copy(uncased_vocab, path / "vocab.txt")
-    return path
-
-
 @pytest.mark.parametrize("family", ["ner", "squad", "swag"])
-def test_token_span_and_choice_heads_round_trip(family, tiny_bert, tmp_path):
+def test_token_span_and_choice_heads_round_trip(family, tiny_hf_dir, tmp_path):
     import torch
     import transformers
 
@@ -122,7 +104,7 @@ def test_token_span_and_choice_heads_round_trip(family, tiny_bert, tmp_path):
     extra = {"version": "v1.1", "doc_stride": 16, "max_query_length": 16}
     extra = extra if family == "squad" else {}
     work, out = tmp_path / family, tmp_path / "hf"
-    _finetune(family, tiny_bert, FIX / data, work, **extra)
+    _finetune(family, tiny_hf_dir, FIX / data, work, **extra)
     _, _, head, _ = convert(str(work), str(out))  # what the CLI runs (tested above)
     assert head is not None and head.arch.startswith("BertFor")
     tok = transformers.AutoTokenizer.from_pretrained(str(out))

@@ -7,7 +7,6 @@ import csv
 import importlib.util
 import json
 import pathlib
-import shutil
 import subprocess
 import sys
 
@@ -48,23 +47,6 @@ def test_one_schema_for_pretraining_and_finetuning():
     cfg.train_steps = 10
     with pytest.raises(BertJaxError, match="num_train_epochs"):
         runner.run_config(cfg, 100, 2e-5, 2.0, 8, 3)
-
-
-@pytest.fixture(scope="module")
-def tiny_hf_dir(tmp_path_factory, uncased_vocab):
-    """A tiny randomly initialised BERT written by transformers (real HF layout), real vocab."""
-    import torch
-    import transformers
-
-    path = tmp_path_factory.mktemp("tiny_bert")
-    torch.manual_seed(0)
-    cfg = transformers.BertConfig(
-        vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=128,
-    )  # fmt: skip
-    transformers.BertForPreTraining(cfg).save_pretrained(path)
-    shutil.copy(uncased_vocab, path / "vocab.txt")
-    return path
 
 
 def _tiny(cfg, ckpt, data_dir, workdir=None):
