@@ -241,3 +241,42 @@ def test_build_vocab_killed_leaves_the_old_set_and_rerun_cleans_up(corpus, big, 
     stats = build_vocab(str(corpus["text"]), 650, out, num_threads=1)
     assert not list(out.glob(".*"))
     assert len((out / "vocab.txt").read_text().splitlines()) == stats["vocab_size"] == 650
+
+
+_KILLED_WHILE_RENAMING = """
+import os, signal, sys
+real_replace = os.replace
+def replace(src, dst, *a, **k):  # SIGKILL right after the first file of the set is in place
+    real_replace(src, dst, *a, **k)
+    if os.path.basename(dst) in ("vocab.txt", "spm.model", "spm.vocab", "vocab_stats.json"):
+        os.kill(os.getpid(), signal.SIGKILL)
+os.replace = replace
+from bert_jax.tokenization.vocab_builder import build_vocab
+build_vocab(sys.argv[1], 650, sys.argv[2], num_threads=1)
+"""
+
+
+def test_build_vocab_killed_between_renames_is_completed_by_the_next_reader(corpus, tmp_path):
+    """The worst moment: one file of the new set renamed, three not. The journal written before
+    the first rename lets the next loader finish the set, so no reader sees a mix."""
+    import shutil
+
+    from bert_jax.tokenization.sentencepiece_tokenizer import load_sentencepiece
+    from bert_jax.tokenization.vocab import load_vocab
+
+    out = tmp_path / "vocab"
+    shutil.copytree(corpus["vocab"].parent, out)
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    proc = subprocess.run([sys.executable, "-c", _KILLED_WHILE_RENAMING, str(corpus["text"]),
+                           str(out)], cwd=ROOT, env=env, capture_output=True)  # fmt: skip
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
+    assert (out / ".publish-journal.json").exists()
+    assert len((out / "vocab.txt").read_text().splitlines()) == 650  # the first, renamed
+    assert '"vocab_size": 600' in (out / "vocab_stats.json").read_text()  # still the old one
+
+    assert len(load_vocab(out / "vocab.txt")) == 650  # the loader completes the set
+    assert '"vocab_size": 650' in (out / "vocab_stats.json").read_text()
+    assert load_sentencepiece(out / "spm.model").GetPieceSize() == (
+        int((out / "vocab_stats.json").read_text().split('"spm_pieces": ')[1].split(",")[0])
+    )
+    assert not list(out.glob(".*"))  # journal and staged files gone

@@ -310,3 +310,25 @@ def test_convert_from_gcs_loads_in_transformers(gcs_env, phase1, phase2, tmp_pat
     theirs = model.bert.embeddings.word_embeddings.weight.detach().numpy()
     np.testing.assert_array_equal(theirs, ours)
     assert (tmp_path / "vocab.txt").read_text() == _gs("vocab/vocab.txt").read_text()
+
+
+def test_second_run_on_a_gcs_workdir_is_refused(gcs_env, shards):
+    """The lease object on gs:// (there is no flock there): a run holding it (this process) keeps
+    `bert-jax pretrain` out with one line, before it writes anything; released, the next run may
+    take the workdir."""
+    from bert_jax.train.lock import WorkdirLock
+
+    workdir = f"gs://{BUCKET}/busy"
+    holder = WorkdirLock(workdir, settle_seconds=0.5).acquire()
+    try:
+        assert json.loads(_gs("busy/.lock.json").read_text())["pid"] == os.getpid()
+        proc = _run(gcs_env, _pretrain_args(workdir), background=True)
+        out = proc.communicate(timeout=600)[0]
+        assert proc.returncode == 2, out[-3000:]  # bert-jax: error: ...
+        error = out.strip().splitlines()[-1]
+        assert f"{workdir}: in use by another run (pid {os.getpid()} on " in error
+        assert not _gs("busy/metrics.jsonl").exists() and not _gs("busy/config.json").exists()
+    finally:
+        holder.release()
+    assert not _gs("busy/.lock.json").exists()
+    WorkdirLock(workdir, settle_seconds=0.5).acquire().release()

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 
 from etils import epath
 
+from bert_jax import file_set
 from bert_jax.errors import BertJaxError
 
 WORD_START = "\u2581"
@@ -35,6 +36,7 @@ def load_sentencepiece(model_file: str | os.PathLike):
     """A SentencePieceProcessor read through epath (local or gs://), with one-line errors."""
     import sentencepiece as spm
 
+    file_set.finish_publish(epath.Path(model_file).parent)  # see load_vocab
     try:
         proto = epath.Path(model_file).read_bytes()
     except FileNotFoundError:

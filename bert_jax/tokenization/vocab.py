@@ -8,6 +8,7 @@ import os
 
 from etils import epath
 
+from bert_jax import file_set
 from bert_jax.errors import BertJaxError
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -16,6 +17,7 @@ SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 def load_vocab(vocab_file: str | os.PathLike) -> collections.OrderedDict[str, int]:
     """Returns token -> id like the reference `load_vocab` (a repeated token keeps its last id)."""
     path = epath.Path(vocab_file)
+    file_set.finish_publish(path.parent)  # a build-vocab killed mid-publish: complete its set
     try:
         data = path.read_bytes()
     except FileNotFoundError:

@@ -33,10 +33,8 @@ from collections.abc import Iterator
 
 from etils import epath
 
-from bert_jax.atomic_write import (
-    is_local,
-    write_bytes_atomic,
-)
+from bert_jax import file_set
+from bert_jax.atomic_write import is_local
 from bert_jax.corpus import sources
 from bert_jax.errors import BertJaxError
 from bert_jax.tokenization.sentencepiece_tokenizer import preprocess_text
@@ -143,11 +141,11 @@ def build_vocab(
         seed=seed,
     )
     if is_local(out):  # left by a killed run (a killed process cannot delete its own)
-        for stale in [*out.glob(".build-vocab-*"), *out.glob(".*.tmp-*")]:
-            if stale.name.startswith(".build-vocab-") and stale.is_dir():
+        for stale in out.glob(".build-vocab-*"):
+            if stale.is_dir():
                 stale.rmtree(missing_ok=True)
-            elif stale.name.split(".tmp-")[0][1:] in _OUTPUTS:
-                stale.unlink(missing_ok=True)
+    file_set.finish_publish(out)
+    file_set.discard_stale_staging(out, _OUTPUTS)
     prefix = ".build-vocab-"
     with tempfile.TemporaryDirectory(dir=out if is_local(out) else None, prefix=prefix) as tmp_dir:
         basic_path, albert_path = pathlib.Path(tmp_dir, "basic.txt"), pathlib.Path(tmp_dir, "a.txt")
@@ -179,7 +177,7 @@ def build_vocab(
             if not (sp.IsControl(i) or sp.IsUnknown(i) or sp.IsUnused(i))
         ]
         albert = train(albert_path, pathlib.Path(tmp_dir, "spm"), normalization="nmt_nfkc")
-        # The output set is published together at the end (see _publish), not file by file.
+        # The output set is published together at the end, not file by file.
         outputs = {
             f"spm{x}": pathlib.Path(tmp_dir, "spm" + x).read_bytes() for x in (".model", ".vocab")
         }
@@ -231,33 +229,9 @@ def build_vocab(
         "seconds": round(time.time() - start, 2),
     }
     outputs["vocab_stats.json"] = (json.dumps(stats, indent=2) + "\n").encode("utf-8")
-    _publish(out, outputs)
+    # One set (see file_set): a kill at any point leaves the old set or the new one, whole.
+    file_set.publish(out, {name: outputs[name] for name in _OUTPUTS})
     return stats
 
 
 _OUTPUTS = ("vocab.txt", "spm.model", "spm.vocab", "vocab_stats.json")
-
-
-def _publish(out: epath.Path, outputs: dict[str, bytes]) -> None:
-    """Every file of the set is complete before the first one is renamed into place, so a run
-    killed while training sentencepiece or building the vocab leaves the old set untouched and
-    the window in which the set is mixed is a few renames (vocab_stats.json, which records the
-    set, goes last)."""
-    names = [n for n in outputs if n != "vocab_stats.json"] + ["vocab_stats.json"]
-    if not is_local(out):  # gs:// objects: each upload is atomic; the stats object goes last
-        for name in names:
-            write_bytes_atomic(out / name, outputs[name])
-        return
-    staged = []
-    try:
-        for name in names:
-            tmp = out / f".{name}.tmp-{os.getpid()}"
-            tmp.write_bytes(outputs[name])
-            staged.append((tmp, out / name))
-        for tmp, final in staged:
-            tmp.replace(final)
-    except OSError as e:
-        raise BertJaxError(f"{out}: cannot write the vocab files: {e.strerror or e}") from e
-    finally:
-        for tmp, _ in staged:
-            tmp.unlink(missing_ok=True)
