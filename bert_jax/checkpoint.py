@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import logging
 import os
 import sys
 from typing import Any
@@ -131,6 +132,22 @@ _OS_ERRORS = (
 )  # fmt: skip
 
 
+class _LoggedSaveErrors(logging.Filter):
+    """Keeps the errors Orbax logs from its threads. A failed asynchronous commit raises only
+    once (`check_for_errors` clears it), and Orbax's finalize thread checks too: when it gets
+    there first it logs the error and gives up the step, and our check finds nothing. Installed
+    first on absl's logger, ahead of bert_jax.save_noise's filter that hides these records."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.errors: list[BaseException] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR and "/orbax/" in record.pathname and record.exc_info:
+            self.errors.append(record.exc_info[1])
+        return True
+
+
 class Checkpointer:
     def __init__(
         self,
@@ -154,6 +171,11 @@ class Checkpointer:
         )
         if not read_only:
             self._remove_unfinished_saves()
+        self._logged = _LoggedSaveErrors()
+        logging.getLogger("absl").filters.insert(0, self._logged)
+        self._saving: int | None = None
+        self._confirmed: int | None = None
+        self._reported: int | None = None  # a failed save is reported once
         handlers = {STATE: ocp.PyTreeCheckpointHandler(), INPUT: InputStateHandler()}
         self._mgr = ocp.CheckpointManager(self.directory, item_handlers=handlers, options=options)
 
@@ -184,6 +206,7 @@ class Checkpointer:
         with self._save_errors():
             saved = self._mgr.save(step, args=ocp.args.Composite(**items), force=True)
         self._saving = step
+        self._logged.errors.clear()
         return saved
 
     @contextlib.contextmanager
@@ -199,6 +222,7 @@ class Checkpointer:
             known = [m for m in _OS_ERRORS if m in str(e)]  # the cause, not Orbax's path to it
             first = known[0] if known else first
             step = getattr(self, "_saving", None)
+            self._reported = step
             intact = [s for s in self._mgr.all_steps() if s != step]
             raise BertJaxError(
                 f"{self.directory}: saving checkpoint step {step} failed ({type(e).__name__}: "
@@ -206,18 +230,35 @@ class Checkpointer:
             ) from e
 
     def check(self) -> None:
-        """Raise (one line) if an asynchronous save has failed; cheap, called after every step."""
+        """Raise (one line) if an asynchronous save has failed; cheap, called after every step.
+
+        It only looks at Orbax's finalize thread (private in Orbax 0.12) and never calls
+        `check_for_errors` while a save is in flight: that raises a commit error once and clears
+        it, so taking it here let the finalize thread go on to finalize the broken step."""
+        finalize = getattr(self._mgr, "_finalize_thread", None)
+        thread = finalize.map(lambda t: t) if finalize is not None else None
+        step = self._saving
+        if (thread is not None and thread.is_alive()) or step in (None, self._confirmed):
+            return
+        if step == self._reported:
+            return
         with self._save_errors():
-            self._mgr.check_for_errors()
-            # A failure in Orbax's finalize thread is not seen by check_for_errors (Orbax 0.12):
-            # look at the thread (private) and let wait_until_finished raise its error.
-            finalize = getattr(self._mgr, "_finalize_thread", None)
-            failed = finalize is not None and finalize.map(
-                lambda t: t is not None and not t.is_alive() and t.exception is not None
-            )
-            if failed:
-                self._mgr.wait_until_finished()
-                raise RuntimeError("the asynchronous save failed")
+            if thread is not None and thread.exception is not None:
+                self._mgr.wait_until_finished()  # raises the thread's error, drops the step
+                raise thread.exception
+            if jax.process_index() != 0:
+                return  # (process 0 renames the finished step: only it can tell)
+            if not self._finalized(step):
+                # The error was taken and only logged in Orbax's threads (see _LoggedSaveErrors).
+                raise self._logged_error("the save did not complete")
+            self._confirmed = step  # one look per save, not per step (gs:// listings)
+
+    def _logged_error(self, fallback: str) -> BaseException:
+        return (self._logged.errors or [RuntimeError(fallback)])[-1]
+
+    def _finalized(self, step: int) -> bool:
+        path = self.directory / str(step)
+        return path.exists() and ocp.step.is_checkpoint_finalized(path)
 
     def reached_preemption(self, step: int) -> bool:
         """True at the step where every JAX process saves after a preemption notice (SIGTERM to
@@ -295,9 +336,11 @@ class Checkpointer:
         )
 
     def wait(self) -> None:
+        if self._saving is not None and self._saving == self._reported:
+            return  # its failure was raised already
         with self._save_errors():
             self._mgr.wait_until_finished()
-            self._mgr.check_for_errors()
+        self.check()
 
     def close(self) -> None:
         try:
@@ -305,6 +348,7 @@ class Checkpointer:
         finally:
             with contextlib.suppress(Exception):  # its threads stop even after a failed save
                 self._mgr.close()
+            logging.getLogger("absl").removeFilter(self._logged)
 
 
 def read_workdir_config(workdir: str | os.PathLike) -> dict:

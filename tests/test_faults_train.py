@@ -5,14 +5,17 @@ at the first failed save with one line, and one run per workdir. A tiny BERT on 
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import pathlib
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
+import warnings
 
 import jax
 import ml_collections
@@ -201,11 +204,11 @@ def test_deleted_metadata_falls_back_to_previous_step(trainer, saved, tmp_path):
 def test_restore_params_skips_a_corrupt_step(saved, tmp_path, capfd):
     """The read-only path (export, fine-tuning from a workdir) checks the params' checksum too."""
     workdir = _copy(saved, tmp_path)
-    for data in (workdir / "checkpoints" / "4" / "state").rglob("ocdbt.process_*/d/*"):
-        if data.stat().st_size > 10_000:  # array data files: params, opt_state (not the index)
-            b = bytearray(data.read_bytes())
-            b[len(b) // 2] ^= 0x10
-            data.write_bytes(bytes(b))
+    # Throughout every data file: where the params (not only optimizer state) lie varies.
+    for data in (workdir / "checkpoints" / "4" / "state").rglob("d/*"):
+        b = bytearray(data.read_bytes())
+        b[100::512] = bytes(x ^ 0x10 for x in b[100::512])
+        data.write_bytes(bytes(b))
     _, params = restore_params(workdir)
     err = capfd.readouterr().err
     assert "bert-jax: warning:" in err and "checkpoints/4: " in err and "using step 2" in err
@@ -232,12 +235,23 @@ def small_disk(tmp_path):
         return mount
 
     yield make
+    # A failed Orbax save leaves coroutines that were never awaited; collected later, their
+    # RuntimeWarning can fire inside pytest's ast.parse of another module, which CPython 3.11
+    # turns into "SystemError: AST constructor recursion depth mismatch" (the session dies).
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gc.collect()
     subprocess.run(["umount", str(mount)], capture_output=True)
 
 
-def test_disk_full_stops_at_first_failed_save_keeping_intact_ones(trainer, task, saved, small_disk):
+@pytest.mark.parametrize("first_check_after_seconds", [0.0, 3.0])
+def test_disk_full_stops_at_first_failed_save_keeping_intact_ones(
+    trainer, task, saved, small_disk, first_check_after_seconds
+):
     """The loop calls `maybe_save` (which checks the asynchronous saves) after every step, so the
-    first failed save stops the run with this one line; the step before it stays restorable."""
+    first failed save stops the run with this one line; the step before it stays restorable.
+    Checked at once, and late (Orbax's own finalize thread then sees the error first, takes it
+    and only logs it: the run went on, as in a CI run under load)."""
     one = sum(f.stat().st_size for f in (saved[0] / "checkpoints" / "2").rglob("*") if f.is_file())
     disk = small_disk(int(one * 1.6) // 4096 * 4096)  # room for one checkpoint, not two
     source = Checkpointer(saved[0] / "checkpoints", read_only=True)
@@ -248,15 +262,16 @@ def test_disk_full_stops_at_first_failed_save_keeping_intact_ones(trainer, task,
     ckpt.wait()
     with pytest.raises(BertJaxError) as e:
         ckpt.save(4, state, {"position": 4})
+        time.sleep(first_check_after_seconds)
         for _ in range(600):  # the next steps' checks
             ckpt.maybe_save(5, state)
             time.sleep(0.05)
     ckpt.close()
     message = str(e.value)
     assert "\n" not in message
-    assert (
-        "checkpoints: saving checkpoint step 4 failed (ValueError: No space left on device)"
-        in message
+    assert re.search(  # the type depends on which Orbax thread met the full disk first
+        r"checkpoints: saving checkpoint step 4 failed \((ValueError|OSError): No space left on "
+        r"device\)", message
     )
     assert message.endswith("intact checkpoints: [2]")
     assert list((disk / "checkpoints").glob("4.orbax-checkpoint-tmp*"))  # the failed save's
