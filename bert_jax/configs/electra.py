@@ -19,7 +19,9 @@ corpus, 300 steps at constant lr 2e-3, reached held-out generator accuracy 0.110
 0.8553 equal to the all-original baseline (tests/test_electra.py); it needs more steps to say
 "replaced" with confidence. The discriminator is exported (export_hf_dir) as
 ElectraForPreTraining, the generator under <export_hf_dir>/generator as ElectraForMaskedLM;
-fine-tuning loads the discriminator from either the export or the workdir.
+fine-tuning loads the discriminator from either the export or the workdir; the paper's
+layer-wise learning-rate decay is `--config.layerwise_lr_decay=0.8` (0.9 for large) on any
+fine-tuning config.
 """
 
 from __future__ import annotations

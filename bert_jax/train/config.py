@@ -32,6 +32,8 @@ def training_config() -> ml_collections.ConfigDict:
     c.adam_b2 = 0.999
     c.adam_eps = 1e-6
     c.max_grad_norm = 1.0
+    # < 1: layer i's rate x decay^(L - i), embeddings x decay^(L + 1) (ELECTRA fine-tuning: 0.8)
+    c.layerwise_lr_decay = 1.0
     c.grad_accum_steps = 1
     c.max_nonfinite_steps = 10  # consecutive skipped (non-finite) updates before stopping
     c.seed = 0  # initialisation, dropout, data order and masking

@@ -4,7 +4,9 @@
 - `adam_reference`: google-research/bert's AdamWeightDecayOptimizer: no bias correction, eps
   outside the sqrt, decoupled decay with the same exclusions.
 - `lamb`: optax LAMB (You et al.) for large batches, same exclusions.
-All are preceded by a global-norm clip (1.0 by default).
+All are preceded by a global-norm clip (1.0 by default). `layerwise_lr_decay` < 1 (ELECTRA's
+fine-tuning: 0.8 for small/base, 0.9 for large) scales layer i's updates by decay^(L - i), the
+embeddings' by decay^(L + 1), and leaves heads and pooler at the full rate.
 
 Schedules: `reference` = linear warmup blended with a linear decay counted from step 0 (the
 reference's formula, including its small drop at the end of warmup); `linear` = linear warmup
@@ -109,10 +111,64 @@ def make_optimizer(config: Any) -> tuple[optax.GradientTransformation, optax.Sch
         tx = optax.lamb(lr, b1=b1, b2=b2, eps=eps, weight_decay=wd, mask=decay_mask)
     else:
         raise BertJaxError(f"optimizer {name!r}: use one of {OPTIMIZERS}")
+    layer_decay = config.get("layerwise_lr_decay", 1.0)
+    if layer_decay != 1.0:
+        tx = optax.chain(tx, scale_by_layer_depth(layer_decay))
     clip = config.get("max_grad_norm", 1.0)
     if clip:
         tx = optax.chain(optax.clip_by_global_norm(clip), tx)
     return tx, lr
+
+
+def _path_names(path) -> list[str]:
+    return [str(getattr(k, "key", getattr(k, "name", k))) for k in path]
+
+
+def layer_depth_multipliers(tree: Any, decay: float) -> Any:
+    """decay ** (L + 1 - depth) per leaf: embeddings depth 0, encoder layer i depth i + 1 (a
+    scanned `layers` leaf gets one multiplier per layer along its leading axis), everything else
+    (pooler, task heads) depth L + 1. Cross-layer shared weights have no single depth: refused."""
+    num_layers = 0
+    for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
+        names = _path_names(path)
+        if "shared" in names and "encoder" in names:
+            raise BertJaxError(
+                "layerwise_lr_decay: the encoder shares its layers (share_layers), so a layer has "
+                "no single depth; set layerwise_lr_decay=1.0"
+            )
+        for n in names:
+            if n.startswith("layer_") and n[6:].isdigit():
+                num_layers = max(num_layers, int(n[6:]) + 1)
+            if n == "layers" and leaf.ndim:
+                num_layers = max(num_layers, leaf.shape[0])
+
+    def multiplier(path, leaf):
+        names = _path_names(path)
+        for n in names:
+            if n.startswith("layer_") and n[6:].isdigit():
+                return jnp.asarray(decay ** (num_layers - int(n[6:])), leaf.dtype)
+            if n == "layers":
+                per_layer = decay ** (num_layers - jnp.arange(leaf.shape[0], dtype=jnp.float32))
+                return per_layer.astype(leaf.dtype).reshape((-1,) + (1,) * (leaf.ndim - 1))
+        if "embeddings" in names:
+            return jnp.asarray(decay ** (num_layers + 1), leaf.dtype)
+        return jnp.asarray(1.0, leaf.dtype)
+
+    return jax.tree_util.tree_map_with_path(multiplier, tree)
+
+
+def scale_by_layer_depth(decay: float) -> optax.GradientTransformation:
+    """Layer-wise learning-rate decay (ELECTRA, Clark et al. 2020) as a final update scaling, so
+    it applies to every optimizer and to decoupled weight decay alike."""
+    if not 0.0 < decay <= 1.0:
+        raise BertJaxError(f"layerwise_lr_decay={decay}: must be in (0, 1]")
+
+    def update(updates, state, params=None):
+        del params
+        scale = layer_depth_multipliers(updates, decay)
+        return jax.tree.map(lambda u, m: u * m, updates, scale), state
+
+    return optax.GradientTransformation(lambda params: optax.EmptyState(), update)
 
 
 def freeze_paths(

@@ -40,6 +40,9 @@ def check_training_config(config: Any) -> None:
     warmup = _number(config, "warmup_steps")
     if warmup is not None and warmup < 0:
         raise BertJaxError(f"config.warmup_steps={int(warmup)}: must be >= 0")
+    decay = _number(config, "layerwise_lr_decay")
+    if decay is not None and not 0 < decay <= 1:
+        raise BertJaxError(f"config.layerwise_lr_decay={decay}: must be in (0, 1]")
     mesh = config.get("mesh")
     if mesh is not None:
         for axis, size in dict(mesh).items():
