@@ -18,7 +18,7 @@ ROOT = pathlib.Path(bert_jax.__file__).parent
 LAYERS = (
     ("errors", "accelerators", "quiet", "save_noise"),
     ("atomic_write", "config_files"),
-    ("config", "shards", "corpus"),
+    ("config", "shards", "corpus", "file_set"),
     ("tokenization", "objectives"),
     ("model", "data"),
     ("checkpoint",),
