@@ -92,6 +92,7 @@ def test_finetuned_minilm_exports_head_and_tokenizer(minilm_dir, tmp_path):
     assert pipe({"text": a, "text_pair": b})["label"] == labels[int(ours[0].argmax())]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", ["ner", "squad", "swag"])
 def test_token_span_and_choice_heads_round_trip(family, tiny_hf_dir, tmp_path):
     import torch

@@ -129,6 +129,7 @@ SWITCHES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("switches", list(SWITCHES.values()), ids=list(SWITCHES))
 def test_layouts_agree_for_every_switch(switches):
     """Loss and gradients of the looped model = scanned + rematerialised, on the same weights."""
@@ -229,6 +230,7 @@ def test_flops_count_the_embedding_projection():
     assert head == 6 * (32 * 16 + 16 * 120)
 
 
+@pytest.mark.slow
 def test_sharded_train_step_matches_one_device():
     """Factorised embeddings + shared attention, scanned with remat, on a 2x2x2 mesh with the
     default logical rules: same losses as one device; shared weights sharded like per-layer ones,

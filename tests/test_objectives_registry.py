@@ -85,6 +85,7 @@ def test_shards_hold_the_declared_features(shards, name):
             assert set(example.features.feature) == {f.name for f in schema}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", objectives.names())
 def test_each_objective_trains_from_its_shards(shards, uncased_vocab, name):
     config = pretrain_config("tiny")

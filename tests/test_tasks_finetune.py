@@ -66,6 +66,7 @@ def _read(path):
     return json.loads(pathlib.Path(path).read_text())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("version", ["v2.0"])  # v1.1 differs only in post-processing (unit tests)
 def test_squad_end_to_end(tiny_hf_dir, tmp_path, version):
     cfg = _tiny(_config("squad.py", version), tiny_hf_dir, FIX / "squad")
@@ -88,6 +89,7 @@ def test_squad_end_to_end(tiny_hf_dir, tmp_path, version):
     assert _read(tmp_path / "data_stats.json")["train"]["questions"] == len(contexts)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("feature_based", [False, True])
 def test_ner_end_to_end(tiny_hf_dir, tmp_path, feature_based):
     cfg = _tiny(_config("ner.py"), tiny_hf_dir, FIX / "conll2003")
@@ -108,6 +110,7 @@ def test_ner_end_to_end(tiny_hf_dir, tmp_path, feature_based):
     assert results["token_accuracy"] == pytest.approx(sum(hits) / len(hits))
 
 
+@pytest.mark.slow
 def test_swag_end_to_end(tiny_hf_dir, tmp_path):
     cfg = _tiny(_config("swag.py"), tiny_hf_dir, FIX / "swag")
     results = runner.finetune(cfg, str(tmp_path))
@@ -137,6 +140,7 @@ def test_glue_mnli_two_dev_sets_and_submission(tiny_hf_dir, tmp_path):
     assert (tmp_path / "MNLI-mm.tsv").exists()
 
 
+@pytest.mark.slow
 def test_sweep_reports_every_point_and_the_best(tiny_hf_dir, tmp_path):
     cfg = _tiny(_config("glue.py", "rte"), tiny_hf_dir, FIX / "glue" / "rte")
     cfg.sweep = True

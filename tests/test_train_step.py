@@ -55,6 +55,7 @@ def runs():
     return single, sharded, s1, l1, s8, l8
 
 
+@pytest.mark.slow
 def test_sharded_mesh_matches_single_device(runs):
     single, sharded, s1, l1, s8, l8 = runs
     # The parameters really are split over the mesh (fsdp on embed, tensor on heads/mlp/vocab).
@@ -68,6 +69,7 @@ def test_sharded_mesh_matches_single_device(runs):
         np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=2e-6)
 
 
+@pytest.mark.slow
 def test_restore_onto_a_different_mesh(runs, tmp_path):
     single, sharded, s1, l1, s8, l8 = runs
     ckpt = Checkpointer(tmp_path / "checkpoints", async_save=True)
@@ -88,6 +90,7 @@ def test_restore_onto_a_different_mesh(runs, tmp_path):
     np.testing.assert_allclose(cont_single, cont_sharded, rtol=2e-6)
 
 
+@pytest.mark.slow
 def test_nonfinite_update_is_skipped_and_counted(runs):
     single = runs[0]
     state = single.init_state()
@@ -200,6 +203,7 @@ def test_reference_schedule_and_decay_mask():
     assert not mask["predictions"]["output_bias"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("objective", ["mlm_nsp", "ltr"])
 def test_gradient_accumulation_matches_the_full_batch(objective):
     """Two microbatches inside the jitted step = one full batch, with the masked tokens (MLM) or

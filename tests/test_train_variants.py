@@ -76,6 +76,7 @@ def _grads(task, params, batch):
     return jax.device_get(fn(params, batch))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("remat", ["full", "dots"])
 def test_scanned_remat_layers_match_the_loop(looped, remat):
     base, params, batches, after, ms, (loss_l, g_l) = looped
