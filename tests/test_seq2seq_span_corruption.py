@@ -69,7 +69,7 @@ def test_shards_and_resumable_dynamic_corruption(tmp_path):
 
 
 @pytest.mark.slow
-def test_tiny_t5_learns_span_corruption(tmp_path):
+def test_tiny_t5_learns_span_corruption(tmp_path, capfd):
     from bert_jax.corpus import embedded
     from bert_jax.model.seq2seq import seq2seq_preset
     from bert_jax.tokenization.t5_vocab import T5Vocab, train_t5_spm
@@ -105,6 +105,9 @@ def test_tiny_t5_learns_span_corruption(tmp_path):
     c.mesh = ml_collections.ConfigDict({"data": 1, "fsdp": 1, "tensor": 1})
     record = {"seq2seq": cfg.to_dict(), "spm_model": vocab.model_file}
     result = train(c, task, str(tmp_path / "wd"), workdir_config=record)
+    logged = capfd.readouterr()
+    per_step = f"{batch} sequences x {inputs_length + targets_length} tokens per step"
+    assert per_step in logged.out + logged.err  # inputs and targets, not "1 tokens"
     t = ev["targets"][ev["targets"] != 0]
     unigram = np.mean(t == np.bincount(t).argmax())  # the best constant guess, held out
     accuracy = result.last_eval["eval_target_accuracy"]

@@ -101,6 +101,9 @@ class _Preemption:
 
 def _tokens_per_step(trainer: Trainer) -> int:
     shapes = trainer.task.init_inputs()
+    per_task = getattr(trainer.task, "tokens_per_step", None)
+    if per_task is not None:  # e.g. seq2seq: input plus target tokens
+        return int(per_task(next(iter(shapes.values())).shape[0]))
     if "input_ids" in shapes:
         return int(np.prod(shapes["input_ids"].shape))
     return next(iter(shapes.values())).shape[0]
