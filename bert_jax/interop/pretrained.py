@@ -4,6 +4,7 @@ and `graft_encoder`, which puts pretrained weights into a freshly initialised ta
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from typing import Any
 
@@ -15,7 +16,7 @@ from flax.core import meta
 from bert_jax.checkpoint import restore_params
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
-from bert_jax.interop import hf, tf_ckpt
+from bert_jax.interop import hf, tf_ckpt, tf_families
 from bert_jax.interop.names import present_groups
 from bert_jax.model import stack_layers, unstack_layers
 
@@ -41,6 +42,31 @@ class Pretrained:
     ignored: tuple[str, ...] = ()  # checkpoint variables that are not BERT weights (e.g. a head)
 
 
+def _tf_prefix_in(directory: epath.Path) -> epath.Path | None:
+    """The TF checkpoint in a release directory: bert_model.ckpt (BERT), else the one named by a
+    `checkpoint` state file, else the only `*.index` (ALBERT's model.ckpt-best, ELECTRA's
+    electra_small)."""
+    if tf_ckpt.is_tf_checkpoint(directory / "bert_model.ckpt"):
+        return directory / "bert_model.ckpt"
+    state = directory / "checkpoint"
+    if state.exists():
+        for line in state.read_text().splitlines():
+            if line.startswith("model_checkpoint_path:"):
+                named = directory / epath.Path(line.split(":", 1)[1].strip().strip('"')).name
+                if tf_ckpt.is_tf_checkpoint(named):
+                    return named
+    indexes = [p for p in directory.glob("*.index") if p.is_file()]
+    if len(indexes) == 1:
+        return directory / indexes[0].name[: -len(".index")]
+    return None
+
+
+def _tf_config_file(directory: epath.Path, family: str) -> epath.Path:
+    if family == "albert" and (directory / "albert_config.json").exists():
+        return directory / "albert_config.json"
+    return directory / "bert_config.json"
+
+
 def _existing(path: epath.Path | None) -> epath.Path | None:
     return path if path is not None and path.exists() else None
 
@@ -59,7 +85,8 @@ def load_pretrained(
         raise BertJaxError(f"{vocab}: no such vocab file")
     if path.is_dir() and (path / "checkpoints").is_dir():
         return _load_workdir(path, vocab)
-    if path.is_dir() and not tf_ckpt.is_tf_checkpoint(path / "bert_model.ckpt"):
+    tf_prefix = _tf_prefix_in(path) if path.is_dir() else None
+    if path.is_dir() and tf_prefix is None:
         override = BertConfig.from_json_file(bert_config_file) if bert_config_file else None
         config, params, groups, ignored = hf.read_hf_dir(path, override)
         return Pretrained(
@@ -71,14 +98,27 @@ def load_pretrained(
             source=str(path),
             ignored=tuple(ignored),
         )
-    prefix = path / "bert_model.ckpt" if path.is_dir() else path
+    prefix = tf_prefix or path
     if not tf_ckpt.is_tf_checkpoint(prefix):
         raise BertJaxError(
             f"{path}: not found as a Hugging Face dir, a TF checkpoint prefix "
             f"(expected {path}.index) or a bert-jax workdir"
         )
-    config_file = epath.Path(bert_config_file or prefix.parent / "bert_config.json")
-    config = BertConfig.from_json_file(config_file)
+    family = tf_families.detect_family(tf_ckpt.variable_names(prefix))
+    config_file = epath.Path(bert_config_file or _tf_config_file(prefix.parent, family))
+    if family == "bert":
+        config = BertConfig.from_json_file(config_file)
+    else:
+        try:
+            raw = json.loads(config_file.read_text())
+        except FileNotFoundError:
+            raise BertJaxError(
+                f"{config_file}: no such config file (an {family} TF checkpoint; give "
+                "bert_config_file)"
+            ) from None
+        except json.JSONDecodeError as e:
+            raise BertJaxError(f"{config_file}: not valid JSON ({e})") from None
+        config = tf_families.config_from_tf_json(raw, family, str(config_file))
     params, groups, ignored = tf_ckpt.read_tf_checkpoint(prefix, config)
     return Pretrained(
         config=config,

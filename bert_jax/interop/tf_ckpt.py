@@ -1,4 +1,5 @@
-"""Google's original TF checkpoints (bert_model.ckpt.index/.data-*) with the reference names.
+"""Google's original TF checkpoints (bert_model.ckpt.index/.data-*) with the reference names, and
+the ALBERT and ELECTRA releases with theirs (`tf_families`).
 
 TensorFlow is imported only here, and only to read the checkpoint (`tf.train.load_checkpoint`).
 Optimizer slots (`adam_m`, `adam_v`) and `global_step` are skipped.
@@ -15,6 +16,7 @@ from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
 from bert_jax.interop.assemble import assemble
 from bert_jax.interop.names import weights
+from bert_jax.interop.tf_families import tf_name
 
 _SKIP = re.compile(r"(/adam_[mv]$|^global_step$|^bad_steps$|^good_steps$|^loss_scale$)")
 # The reference's validate_case_matches_checkpoint: Google's release directory names.
@@ -36,10 +38,7 @@ def guess_do_lower_case(prefix: pathlib.Path) -> bool | None:
     return None
 
 
-def read_tf_checkpoint(
-    prefix: pathlib.Path, config: BertConfig
-) -> tuple[dict, tuple[str, ...], list[str]]:
-    """(params, groups present, ignored variable names)."""
+def _open(prefix: pathlib.Path):
     try:
         import tensorflow as tf
     except ImportError:
@@ -53,6 +52,18 @@ def read_tf_checkpoint(
         raise BertJaxError(
             f"{prefix}: not a readable TF checkpoint ({e})".splitlines()[0]
         ) from None
+    return reader, shapes
+
+
+def variable_names(prefix: pathlib.Path) -> list[str]:
+    return list(_open(prefix)[1])
+
+
+def read_tf_checkpoint(
+    prefix: pathlib.Path, config: BertConfig
+) -> tuple[dict, tuple[str, ...], list[str]]:
+    """(params, groups present, ignored variable names); names as `config.family`'s release."""
+    reader, shapes = _open(prefix)
 
     def read(name: str):
         try:
@@ -60,9 +71,9 @@ def read_tf_checkpoint(
         except Exception as e:
             raise BertJaxError(f"{prefix}: cannot read {name} ({e})".splitlines()[0]) from None
 
-    params, groups = assemble(
-        config, str(prefix), shapes, read, lambda w: w.tf_name, hf_layout=False
-    )
-    known = {w.tf_name for w in weights(config)}
+    family = config.family or "bert"
+    key_of = lambda w: tf_name(w.tf_name, family)  # noqa: E731
+    params, groups = assemble(config, str(prefix), shapes, read, key_of, hf_layout=False)
+    known = {key_of(w) for w in weights(config)}
     ignored = sorted(k for k in shapes if k not in known and not _SKIP.search(k))
     return params, groups, ignored
