@@ -81,6 +81,7 @@ def test_masks_are_85_percent_mask_15_percent_kept_no_random(uncased_vocab):
     assert abs(n_mask / total - 0.85) < 0.02
 
 
+@pytest.mark.slow
 def test_no_gradient_through_sampling_and_the_loss_terms():
     task = PretrainingTask(_electra(), 8, 32, 5, objective="electra")
     batch = {k: jnp.asarray(v) for k, v in synthetic_batch(task, 1).items()}

@@ -108,6 +108,7 @@ def test_nonfinite_update_is_skipped_and_counted(runs):
     assert int(state.nonfinite_total) == 2
 
 
+@pytest.mark.slow
 def test_loop_stops_after_consecutive_nonfinite_steps_keeping_last_checkpoint(tmp_path):
     task = _task()
 
@@ -127,6 +128,7 @@ def test_loop_stops_after_consecutive_nonfinite_steps_keeping_last_checkpoint(tm
     ckpt.close()
 
 
+@pytest.mark.slow
 def test_rerun_with_another_config_is_refused_and_config_json_kept(tmp_path):
     task = _task()
     model = {"bert": task.bert_config.to_dict()}

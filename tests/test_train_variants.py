@@ -105,6 +105,7 @@ def _float_dtypes(tree) -> set[str]:
     return {str(x.dtype) for x in jax.tree.leaves(tree) if np.issubdtype(x.dtype, np.floating)}
 
 
+@pytest.mark.slow
 def test_bfloat16_compute_keeps_float32_state_and_trains(looped):
     base, params, batches, _, ms, _ = looped
     bf16 = _trainer(dtype="bfloat16")
