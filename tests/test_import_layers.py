@@ -19,7 +19,8 @@ LAYERS = (
     ("errors", "accelerators", "quiet", "save_noise"),
     ("atomic_write", "config_files"),
     ("config", "shards", "corpus", "file_set"),
-    ("tokenization", "objectives"),
+    ("tokenization",),
+    ("objectives",),  # reads vocab files through tokenization.vocab
     ("model", "data"),
     ("checkpoint",),
     ("interop", "input", "decoding"),

@@ -5,6 +5,9 @@ model (spm.model, for ALBERT-style tokenization) on text in the reference's inpu
         --output_dir=vocab/ --do_lower_case
     bert-jax build-vocab --input_file=embedded: --vocab_size=8000 --output_dir=/tmp/vocab
 
+    bert-jax build-vocab --kind=byte_bpe --input_file=embedded: --vocab_size=50265 \\
+        --output_dir=/tmp/roberta-vocab      # RoBERTa: vocab.json + merges.txt
+
 Writes vocab.txt, spm.model, spm.vocab and vocab_stats.json (including the [UNK] rate of
 FullTokenizer with the new vocab on the corpus) and prints the stats.
 """
@@ -21,8 +24,17 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string(
     "input_file", None, "Comma-separated globs of text files (local or gs://), or embedded:[N]."
 )
+flags.DEFINE_enum(
+    "kind", "wordpiece", ["wordpiece", "byte_bpe"],
+    "wordpiece: vocab.txt + spm.model (BERT, ALBERT); byte_bpe: RoBERTa's byte-level BPE, "
+    "vocab.json + merges.txt (tokenizers).",
+)  # fmt: skip
 flags.DEFINE_integer("vocab_size", 30522, "Entries in vocab.txt (and pieces in spm.model).")
-flags.DEFINE_string("output_dir", None, "Directory for vocab.txt, spm.model, spm.vocab.")
+flags.DEFINE_string(
+    "output_dir",
+    None,
+    "Directory for vocab.txt, spm.model, spm.vocab (byte_bpe: vocab.json, merges.txt).",
+)
 flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents before learning pieces.")
 flags.DEFINE_integer("num_unused", 0, "Number of [unusedN] tokens after the special tokens.")
 flags.DEFINE_enum("model_type", "bpe", ["bpe", "unigram"], "sentencepiece model type.")
@@ -43,6 +55,14 @@ def main(argv: list[str]) -> None:
     for name in ("input_file", "output_dir"):
         if not getattr(FLAGS, name):
             raise BertJaxError(f"--{name} is required")
+    if FLAGS.kind == "byte_bpe":
+        if FLAGS.t5_spiece_size > 0:
+            raise BertJaxError("--t5_spiece_size: a sentencepiece model; use --kind=wordpiece")
+        from bert_jax.tokenization.byte_bpe_builder import build_byte_bpe
+
+        stats = build_byte_bpe(FLAGS.input_file, FLAGS.vocab_size, FLAGS.output_dir)
+        print(json.dumps(stats, indent=2))
+        return
     from bert_jax.tokenization.vocab_builder import build_vocab
 
     stats = build_vocab(

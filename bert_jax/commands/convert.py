@@ -48,7 +48,7 @@ def main(argv: list[str]) -> None:
     heads = task.arch if task else ", ".join(pre.heads) or "none"
     print(
         f"wrote {out} (L={pre.config.num_hidden_layers} H={pre.config.hidden_size}; heads: {heads}"
-        f"; tokenizer: {'vocab.txt' if vocab else 'none, pass --vocab_file'})"
+        f"; tokenizer: {vocab.name if vocab else 'none, pass --vocab_file'})"
     )
     if pre.ignored:
         print(f"ignored {len(pre.ignored)} non-BERT variables, e.g. {pre.ignored[0]}")

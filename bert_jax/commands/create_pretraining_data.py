@@ -19,7 +19,8 @@ Features written (int64 unless noted; padded with 0):
     next_sentence_labels                           [1]
   --dynamic_masking: input_ids, input_mask, segment_ids, next_sentence_labels only.
 next_sentence_labels: nsp 1 = B is a random span of another document; sop 1 = A/B swapped (a
-one-sentence chunk takes a random B, as ALBERT's code); full_sentences always 0 (one segment).
+one-sentence chunk takes a random B, as ALBERT's code); full_sentences and doc_sentences
+(packed within one document) always 0 (one segment).
 Next to the shards: stats.json.
 """
 

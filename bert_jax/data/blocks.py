@@ -20,7 +20,8 @@ from bert_jax.corpus import sources as text_sources
 from bert_jax.data import batch, stats
 from bert_jax.data.instances import InstanceConfig, Vocab, build_instances
 from bert_jax.shards.example import encode_batch
-from bert_jax.tokenization import FullTokenizer
+from bert_jax.tokenization import ByteBpeTokenizer, FullTokenizer
+from bert_jax.tokenization.byte_bpe import is_byte_bpe_file
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +48,11 @@ def block_seed(settings: Settings, source_index: int, block_index: int) -> int:
 
 
 def load_tokenizer(settings: Settings):
-    """(FullTokenizer, Vocab); errors name the vocab file."""
+    """(FullTokenizer, or ByteBpeTokenizer for a vocab.json / tokenizer.json; Vocab); errors
+    name the vocab file."""
+    if is_byte_bpe_file(settings.vocab_file):  # RoBERTa: <s> ... </s>, never lower-cased
+        tokenizer = ByteBpeTokenizer(settings.vocab_file)
+        return tokenizer, Vocab.from_token_dict(tokenizer.vocab, settings.vocab_file)
     tokenizer = FullTokenizer(settings.vocab_file, do_lower_case=settings.do_lower_case)
     return tokenizer, Vocab.from_token_dict(tokenizer.vocab, settings.vocab_file)
 

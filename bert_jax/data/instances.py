@@ -10,7 +10,7 @@ the input pipeline also uses for dynamic masking).
 
 `build_instances` turns documents into instances by an objective's pairing (see
 `bert_jax.objectives.base.PAIRINGS`): sentence pairs (BERT's NSP data), swapped pairs (ALBERT's
-SOP data) or packed full sentences (RoBERTa).
+SOP data) or packed full sentences (RoBERTa FULL-SENTENCES, or DOC-SENTENCES within documents).
 """
 
 from __future__ import annotations
@@ -50,7 +50,10 @@ class Vocab:
 
     @classmethod
     def from_token_dict(cls, vocab: dict[str, int], source: str = "vocab") -> Vocab:
-        missing = [t for t in ("[CLS]", "[SEP]", "[MASK]") if t not in vocab]
+        names = ("[CLS]", "[SEP]", "[MASK]")
+        if all(t in vocab for t in ("<s>", "</s>", "<mask>")):  # RoBERTa's byte-level BPE
+            names = ("<s>", "</s>", "<mask>")
+        missing = [t for t in names if t not in vocab]
         if missing:
             raise BertJaxError(
                 f"{source}: vocab has no {', '.join(missing)}; BERT pretraining data needs "
@@ -62,9 +65,9 @@ class Vocab:
             if token.startswith("##"):
                 is_cont[idx] = True
         return cls(
-            cls_id=vocab["[CLS]"],
-            sep_id=vocab["[SEP]"],
-            mask_id=vocab["[MASK]"],
+            cls_id=vocab[names[0]],
+            sep_id=vocab[names[1]],
+            mask_id=vocab[names[2]],
             vocab_ids=np.asarray(list(vocab.values()), dtype=np.int64),
             is_continuation=is_cont,
         )
@@ -217,10 +220,14 @@ def create_instances_from_document(
 
 
 def create_full_sentence_instances(
-    documents: Sequence[Document], cfg: InstanceConfig, vocab: Vocab
+    documents: Sequence[Document],
+    cfg: InstanceConfig,
+    vocab: Vocab,
+    cross_documents: bool = True,
 ) -> list[Instance]:
     """RoBERTa FULL-SENTENCES, unmasked: [CLS] s1 s2 ... [SEP] packed to max_seq_length - 2
-    tokens, with [SEP] between documents; a sentence longer than the limit is cut into pieces."""
+    tokens, with [SEP] between documents; a sentence longer than the limit is cut into pieces.
+    `cross_documents=False` is DOC-SENTENCES: every document ends its last instance."""
     limit = cfg.max_seq_length - 2
     instances: list[Instance] = []
     current: list[int] = []
@@ -233,6 +240,8 @@ def create_full_sentence_instances(
         current.clear()
 
     for doc in documents:
+        if current and not cross_documents:
+            emit()
         if current:
             current.append(vocab.sep_id)
         for sentence in doc:
@@ -255,10 +264,10 @@ def build_instances(
 ) -> list[Instance]:
     """One pass (one dupe) over `documents` by an objective's pairing; `mask_fn` None leaves the
     instances unmasked (the fast runner masks whole blocks afterwards)."""
-    if pairing == "packed":
+    if pairing in ("packed", "packed_docs"):
         if mask_fn is not None:
             raise ValueError("packed instances are built unmasked")
-        return create_full_sentence_instances(documents, cfg, vocab)
+        return create_full_sentence_instances(documents, cfg, vocab, pairing == "packed")
     swap = pairing == "swapped_pairs"
     out: list[Instance] = []
     for d in range(len(documents)):

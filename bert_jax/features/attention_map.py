@@ -10,6 +10,7 @@ from bert_jax.atomic_write import open_atomic
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
 from bert_jax.model import BertModel
+from bert_jax.tokenization.layout import layout_of
 
 
 def attention_probs(
@@ -17,12 +18,17 @@ def attention_probs(
 ) -> tuple[list[str], np.ndarray]:
     """(tokens, N x H x L x L float32): every layer's softmax probabilities, rows = queries."""
     params = params.get("bert", params)
-    tokens = ["[CLS]", *tokenizer.tokenize(text_a), "[SEP]"]
-    segments = [0] * len(tokens)
+    layout = layout_of(tokenizer)  # [CLS] a [SEP] (b [SEP]); RoBERTa <s> a </s> (</s> b </s>)
+    tokens = [layout.cls, *tokenizer.tokenize(text_a)]
     if text_b:
-        tokens_b = [*tokenizer.tokenize(text_b), "[SEP]"]
+        tokens += layout.pair_sep
+        segments = [0] * len(tokens)
+        tokens_b = [*tokenizer.tokenize(text_b), layout.sep]
         tokens += tokens_b
-        segments += [1] * len(tokens_b)
+        segments += [layout.segment_b] * len(tokens_b)
+    else:
+        tokens.append(layout.sep)
+        segments = [0] * len(tokens)
     if len(tokens) > config.max_position_embeddings:
         raise BertJaxError(
             f"{len(tokens)} tokens > max_position_embeddings {config.max_position_embeddings}"

@@ -22,6 +22,7 @@ from bert_jax.atomic_write import open_atomic
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
 from bert_jax.model import BertModel
+from bert_jax.tokenization.layout import layout_of
 
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
 
@@ -64,21 +65,23 @@ def _truncate_pair(a: list[str], b: list[str], max_length: int) -> None:
 
 
 def featurize(examples: Sequence[Example], seq_length: int, tokenizer) -> list[Features]:
-    """[CLS] a [SEP] (b [SEP]), truncating the longer side first, padded to seq_length."""
+    """[CLS] a [SEP] (b [SEP]), truncating the longer side first, padded to seq_length (the
+    tokenizer's layout: RoBERTa's <s> a </s> (</s> b </s>), padded with <pad>)."""
+    layout = layout_of(tokenizer)
     out = []
     for ex in examples:
         tokens_a = tokenizer.tokenize(ex.text_a)
         tokens_b = tokenizer.tokenize(ex.text_b) if ex.text_b is not None else None
         if tokens_b is not None:
-            _truncate_pair(tokens_a, tokens_b, seq_length - 3)
+            _truncate_pair(tokens_a, tokens_b, seq_length - layout.pair_overhead())
+            tokens = [layout.cls, *tokens_a, *layout.pair_sep]
+            segments = [0] * len(tokens)
+            tokens += [*tokens_b, layout.sep]
+            segments += [layout.segment_b] * (len(tokens_b) + 1)
         else:
-            tokens_a = tokens_a[: seq_length - 2]
-        tokens = ["[CLS]", *tokens_a, "[SEP]"]
-        segments = [0] * len(tokens)
-        if tokens_b is not None:
-            tokens += [*tokens_b, "[SEP]"]
-            segments += [1] * (len(tokens_b) + 1)
-        ids = np.zeros(seq_length, np.int32)
+            tokens = [layout.cls, *tokens_a[: seq_length - 2], layout.sep]
+            segments = [0] * len(tokens)
+        ids = np.full(seq_length, layout.pad_id(tokenizer.vocab), np.int32)
         ids[: len(tokens)] = tokenizer.convert_tokens_to_ids(tokens)
         mask = np.zeros(seq_length, np.int32)
         mask[: len(tokens)] = 1

@@ -126,6 +126,17 @@ def guess_do_lower_case(path: epath.Path) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
+def _write_byte_bpe_files(vocab_file: epath.Path, out: epath.Path, config: BertConfig) -> None:
+    """A byte-level BPE tokenizer (vocab.json + merges.txt beside it, or tokenizer.json) with the
+    tokenizer_config.json that makes AutoTokenizer load it as RoBERTa's."""
+    from bert_jax.tokenization.byte_bpe import file_set_of
+
+    for name, src in file_set_of(vocab_file).items():
+        write_bytes_atomic(out / name, src.read_bytes())
+    tok = {"tokenizer_class": "RobertaTokenizer", "model_max_length": config.max_sequence_length}
+    write_json_atomic(out / "tokenizer_config.json", tok)
+
+
 def export_hf(
     config: BertConfig,
     params: dict,
@@ -176,7 +187,9 @@ def export_hf(
     # Each file is written whole or not at all, config.json last: a directory that has it is
     # complete (local or gs://).
     write_bytes_atomic(out / "model.safetensors", save(tensors, metadata={"format": "pt"}))
-    if vocab_file is not None:
+    if vocab_file is not None and epath.Path(vocab_file).name.endswith(".json"):
+        _write_byte_bpe_files(epath.Path(vocab_file), out, config)
+    elif vocab_file is not None:
         write_bytes_atomic(out / "vocab.txt", epath.Path(vocab_file).read_bytes())
         tok = {
             "tokenizer_class": "BertTokenizer",

@@ -19,6 +19,7 @@ from bert_jax.errors import BertJaxError
 from bert_jax.interop import hf, tf_ckpt, tf_families
 from bert_jax.interop.names import present_groups
 from bert_jax.model import stack_layers, unstack_layers
+from bert_jax.tokenization.byte_bpe import find_files as byte_bpe_files
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,7 +37,7 @@ class Pretrained:
     config: BertConfig
     params: dict
     heads: tuple[str, ...]
-    vocab_file: epath.Path | None = None
+    vocab_file: epath.Path | None = None  # vocab.txt, or vocab.json / tokenizer.json (byte BPE)
     do_lower_case: bool | None = None
     source: str = ""
     ignored: tuple[str, ...] = ()  # checkpoint variables that are not BERT weights (e.g. a head)
@@ -93,7 +94,7 @@ def load_pretrained(
             config=config,
             params=params,
             heads=tuple(g for g in groups if g != "encoder"),
-            vocab_file=vocab or _existing(path / "vocab.txt"),
+            vocab_file=vocab or _existing(path / "vocab.txt") or byte_bpe_files(path),
             do_lower_case=hf.guess_do_lower_case(path),
             source=str(path),
             ignored=tuple(ignored),
@@ -143,7 +144,7 @@ def _load_workdir(path: epath.Path, vocab: epath.Path | None) -> Pretrained:
         config=config,
         params=params,
         heads=tuple(g for g in groups if g != "encoder"),
-        vocab_file=vocab or _existing(path / "vocab.txt"),
+        vocab_file=vocab or _existing(path / "vocab.txt") or byte_bpe_files(path),
         source=str(path),
     )
 

@@ -24,8 +24,9 @@ _HEADS = {
     "swag": ("ForMultipleChoice", "classifier", True),
 }
 # Families whose transformers heads are exactly ours: a dense layer on the pooled output (sentence
-# tasks) or on every token (tagging, spans). The others put extra layers in their sentence heads.
-_SENTENCE_FAMILIES = ("bert", "albert")
+# tasks) or on every token (tagging, spans). The others put extra layers in their sentence heads;
+# RoBERTa's sequence classifier (dense + tanh on <s>, out_proj) is our pooler + classifier renamed.
+_SENTENCE_FAMILIES = ("bert", "albert", "roberta")
 _CLASS_PREFIX = {
     "bert": "Bert",
     "roberta": "Roberta",
@@ -64,6 +65,9 @@ def task_head(
                            "transformers class; only the plain BERT heads export")  # fmt: skip
     if config.family not in _CLASS_PREFIX:
         raise BertJaxError(f"{where}: family {config.family!r} has no transformers classes")
+    roberta_sentence = family == "glue" and config.family == "roberta" and not config.causal
+    if roberta_sentence:  # RobertaClassificationHead = dense + tanh on <s>, then out_proj
+        uses_pooler = False
     if uses_pooler and (config.family not in _SENTENCE_FAMILIES or config.causal):
         raise BertJaxError(
             f"{where}: transformers' {config.family} {suffix[3:]} head differs from ours (ours "
@@ -78,6 +82,17 @@ def task_head(
         f"{name}.weight": np.ascontiguousarray(kernel_DxC.T),  # torch Linear: [out, in]
         f"{name}.bias": np.asarray(layer["bias"], np.float32),
     }
+    if roberta_sentence:  # ours is the same function: pooler (dense + tanh) then the classifier
+        pooler = params.get("bert", {}).get("pooler")
+        if not isinstance(pooler, dict) or "kernel" not in pooler:
+            raise BertJaxError(f"{where}: the checkpoint has no pooler for the {family} head")
+        pooler_DxD = np.asarray(pooler["kernel"], np.float32)
+        tensors = {
+            "classifier.dense.weight": np.ascontiguousarray(pooler_DxD.T),
+            "classifier.dense.bias": np.asarray(pooler["bias"], np.float32),
+            "classifier.out_proj.weight": tensors[f"{name}.weight"],
+            "classifier.out_proj.bias": tensors[f"{name}.bias"],
+        }
     extra: dict[str, Any] = {}
     if labels:
         if len(labels) != kernel_DxC.shape[1]:

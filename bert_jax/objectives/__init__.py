@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from bert_jax.errors import BertJaxError
 from bert_jax.objectives import (
+    doc_sentences,
     electra,
     full_sentences,
     ltr,
@@ -29,6 +30,7 @@ _BUILT = (
     mlm.OBJECTIVE,
     mlm_sop.OBJECTIVE,
     full_sentences.OBJECTIVE,
+    doc_sentences.OBJECTIVE,
     ltr.OBJECTIVE,
     electra.OBJECTIVE,
     permutation_lm.OBJECTIVE,

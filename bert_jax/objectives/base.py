@@ -26,7 +26,9 @@ LossFn = Callable[[Any, Mapping[str, Any]], tuple[Any, dict[str, Any]]]
 #   "swapped_pairs":  the same pairs with B the continuation, swapped before A with p = 0.5
 #                     (label 1 = swapped), as ALBERT's SOP data
 #   "packed":         one segment of contiguous sentences packed across documents (label 0)
-PAIRINGS = ("sentence_pairs", "swapped_pairs", "packed")
+#   "packed_docs":    the same, but a segment never crosses a document boundary (RoBERTa's
+#                     DOC-SENTENCES; a document's last segment may be shorter)
+PAIRINGS = ("sentence_pairs", "swapped_pairs", "packed", "packed_docs")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -78,9 +78,9 @@ class MaskingSpec:
 
         rule = rule or TokenMasking()
         return cls(
-            mask_id=find("[MASK]"),
+            mask_id=find("[MASK]", "<mask>"),  # BERT's names, or RoBERTa's
             vocab_size=len(tokens),
-            special_ids=(find("[CLS]"), find("[SEP]"), find("[PAD]", "<pad>")),
+            special_ids=(find("[CLS]", "<s>"), find("[SEP]", "</s>"), find("[PAD]", "<pad>")),
             masked_lm_prob=rule.masked_lm_prob,
             mask_prob=rule.mask_prob,
             random_prob=rule.random_prob,
@@ -97,10 +97,16 @@ class MaskingSpec:
         whole_word: bool = False,
         rule: TokenMasking | None = None,
     ) -> MaskingSpec:
-        """WordPiece vocab.txt (one token a line) or SentencePiece .vocab (token<TAB>score);
-        `rule` gives the [MASK]/random/keep split (its masked_lm_prob is replaced)."""
-        text = epath.Path(vocab_file).read_text(encoding="utf-8")
-        tokens = [line.split("\t")[0].strip() for line in text.splitlines()]
+        """WordPiece vocab.txt (one token a line), SentencePiece .vocab (token<TAB>score) or a
+        byte-level BPE vocab.json / tokenizer.json (RoBERTa); `rule` gives the [MASK]/random/keep
+        split (its masked_lm_prob is replaced)."""
+        if epath.Path(vocab_file).name.endswith(".json"):
+            from bert_jax.tokenization.vocab import load_vocab
+
+            tokens = list(load_vocab(vocab_file))  # in id order
+        else:
+            text = epath.Path(vocab_file).read_text(encoding="utf-8")
+            tokens = [line.split("\t")[0].strip() for line in text.splitlines()]
         rule = dataclasses.replace(rule or TokenMasking(), masked_lm_prob=masked_lm_prob)
         return cls.from_tokens(tokens, rule, whole_word, source=vocab_file)
 

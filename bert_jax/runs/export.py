@@ -15,6 +15,7 @@ from bert_jax.interop import hf, tf_ckpt
 from bert_jax.interop.pretrained import Pretrained
 from bert_jax.interop.task_heads import TaskHead, task_head
 from bert_jax.tasks import glue, ner
+from bert_jax.tokenization.byte_bpe import find_files as byte_bpe_files
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,7 +30,8 @@ def _init_vocab_and_case(init: str) -> tuple[epath.Path | None, bool | None]:
     path = epath.Path(init)
     if path.is_dir() and not tf_ckpt.is_tf_checkpoint(path / "bert_model.ckpt"):
         vocab = path / "vocab.txt"
-        return (vocab if vocab.exists() else None), hf.guess_do_lower_case(path)
+        vocab = vocab if vocab.exists() else byte_bpe_files(path)
+        return vocab, hf.guess_do_lower_case(path)
     prefix = path / "bert_model.ckpt" if path.is_dir() else path
     vocab = prefix.parent / "vocab.txt"
     return (vocab if vocab.exists() else None), tf_ckpt.guess_do_lower_case(prefix)

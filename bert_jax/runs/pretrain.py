@@ -19,6 +19,7 @@ from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
 from bert_jax.input.geometry import check_shard_geometry
 from bert_jax.interop import export_hf, graft_encoder, load_pretrained
+from bert_jax.tokenization.byte_bpe import file_set_of, is_byte_bpe_file
 from bert_jax.train.loop import TrainResult, maybe_initialize_distributed, train
 from bert_jax.train.pretraining import bert_config_from, export_electra_generator, pretraining_task
 from bert_jax.train.validate import check_training_config
@@ -60,7 +61,11 @@ def run_pretraining(config: Any, workdir: str, batches: Any = None) -> TrainResu
         init = task.student_init
     if jax.process_index() == 0 and config.get("vocab_file"):
         wd.mkdir(parents=True, exist_ok=True)
-        if not (wd / "vocab.txt").exists():  # lets load_pretrained(workdir) find the vocab
+        if is_byte_bpe_file(config.vocab_file):  # RoBERTa's vocab.json + merges.txt
+            for name, src in file_set_of(config.vocab_file).items():
+                if not (wd / name).exists():
+                    src.copy(wd / name)
+        elif not (wd / "vocab.txt").exists():  # lets load_pretrained(workdir) find the vocab
             epath.Path(config.vocab_file).copy(wd / "vocab.txt")
     result = train(
         config,

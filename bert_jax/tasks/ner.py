@@ -5,10 +5,11 @@ last (CoNLL-2003 has `word POS chunk NER`); blank lines end sentences; `-DOCSTAR
 documents and are dropped. A line with fewer than two columns, or a tag outside the label set, is
 an error naming the file and line.
 
-Features: each word is WordPiece-tokenised; its label sits on its first piece (label_weights 1),
-other pieces get weight 0. A sentence whose pieces exceed `max_seq_length - 2` is split at word
-boundaries into several windows (counted in `chunks`), so no word is lost; predictions are put
-back together per sentence before scoring.
+Features: each word is tokenised on its own (byte-level BPE: with a leading space, as transformers'
+RoBERTa scripts do), framed by the tokenizer's layout (`[CLS] pieces [SEP]`); its label sits on its
+first piece (label_weights 1), other pieces get weight 0. A sentence whose pieces exceed
+`max_seq_length - 2` is split at word boundaries into several windows (counted in `chunks`), so no
+word is lost; predictions are put back together per sentence before scoring.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from seqeval.scheme import IOB2
 from bert_jax.atomic_write import write_text_atomic
 from bert_jax.errors import BertJaxError
 from bert_jax.tasks.text_pairs import Tokenizer
+from bert_jax.tokenization.layout import layout_of
 
 LABELS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")
 
@@ -90,11 +92,12 @@ def featurize(
 ) -> tuple[dict[str, np.ndarray], list[Window]]:
     ids_rows, label_rows, weight_rows, windows = [], [], [], []
     room = max_seq_length - 2
+    layout = layout_of(tokenizer)
     for si, sent in enumerate(sentences):
-        pieces = [tokenizer.tokenize(w) or ["[UNK]"] for w in sent.words]
+        pieces = [tokenizer.tokenize(layout.word_prefix + w) or [layout.unk] for w in sent.words]
         start = 0
         while start < len(sent.words):
-            toks, lab, wts, starts, end = ["[CLS]"], [0], [0.0], [], start
+            toks, lab, wts, starts, end = [layout.cls], [0], [0.0], [], start
             while end < len(sent.words) and len(toks) - 1 + len(pieces[end]) <= room:
                 starts.append(len(toks))
                 toks += pieces[end]
@@ -107,7 +110,7 @@ def featurize(
                 lab += [labels.index(sent.tags[end])] + [0] * (len(toks) - 2)
                 wts += [1.0] + [0.0] * (len(toks) - 2)
                 end += 1
-            toks.append("[SEP]")
+            toks.append(layout.sep)
             lab.append(0)
             wts.append(0.0)
             ids_rows.append(tokenizer.convert_tokens_to_ids(toks))
@@ -117,7 +120,7 @@ def featurize(
             start = end
     n = len(windows)
     arrays = {
-        "input_ids": np.zeros((n, max_seq_length), np.int32),
+        "input_ids": np.full((n, max_seq_length), layout.pad_id(tokenizer.vocab), np.int32),
         "input_mask": np.zeros((n, max_seq_length), np.int32),
         "segment_ids": np.zeros((n, max_seq_length), np.int32),
         "labels": np.zeros((n, max_seq_length), np.int32),

@@ -41,7 +41,8 @@ from bert_jax.interop import graft_encoder, load_pretrained
 from bert_jax.tasks import feature_ner
 from bert_jax.tasks.arrays import TrainBatches, eval_batches
 from bert_jax.tasks.jobs import make_job
-from bert_jax.tokenization import FullTokenizer
+from bert_jax.tokenization import ByteBpeTokenizer, FullTokenizer
+from bert_jax.tokenization.byte_bpe import is_byte_bpe_file
 from bert_jax.train import loop
 from bert_jax.train import mesh as mesh_lib
 from bert_jax.train.validate import check_finetune_config
@@ -70,7 +71,10 @@ def _tokenizer_and_weights(cfg):
     pre = load_pretrained(cfg.init_checkpoint, vocab_file=cfg.vocab_file or None)
     vocab = cfg.vocab_file or pre.vocab_file
     if not vocab:
-        raise BertJaxError(f"{cfg.init_checkpoint}: has no vocab.txt; set --config.vocab_file")
+        raise BertJaxError(
+            f"{cfg.init_checkpoint}: has no vocab.txt (nor vocab.json + merges.txt or "
+            "tokenizer.json); set --config.vocab_file"
+        )
     lower = cfg.do_lower_case
     if lower is None:
         lower = True if pre.do_lower_case is None else pre.do_lower_case
@@ -81,6 +85,13 @@ def _tokenizer_and_weights(cfg):
             f"max_position_embeddings {pre.config.max_position_embeddings}"
             + (f" - position_offset {offset}" if offset else "")
         )
+    if is_byte_bpe_file(vocab):  # RoBERTa's byte-level BPE: cased, <s> A </s></s> B </s>
+        if cfg.do_lower_case:
+            raise BertJaxError(
+                f"config do_lower_case=True: {vocab} is a byte-level BPE vocab, which never "
+                "lower-cases; leave do_lower_case unset"
+            )
+        return ByteBpeTokenizer(str(vocab)), pre, False
     return FullTokenizer(str(vocab), do_lower_case=lower), pre, lower
 
 

@@ -11,11 +11,12 @@ skipping, naming the file and question id. An offset outside the context is alwa
 reference crashes on it). Questions longer than `max_query_length` word pieces are truncated and
 counted.
 
-Featurisation: `[CLS] query [SEP] window [SEP]`; windows of `max_seq_length - len(query) - 3`
-pieces start every `doc_stride` pieces (a context without pieces has no windows); each piece
-counts only in the window where it has the most context (min(left, right) + 0.01 * window
-length). Training targets are the answer's piece positions, or 0 ([CLS]) when the window does not
-contain the whole answer or there is none.
+Featurisation: `[CLS] query [SEP] window [SEP]` (the tokenizer's layout: RoBERTa `<s> query
+</s></s> window </s>`, words tokenised with a leading space); windows of `max_seq_length -
+len(query) - 3` (RoBERTa: 4) pieces start every `doc_stride` pieces (a context without pieces has
+no windows); each piece counts only in the window where it has the most context (min(left, right) +
+0.01 * window length). Training targets are the answer's piece positions, or 0 ([CLS]) when the
+window does not contain the whole answer or there is none.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import numpy as np
 
 from bert_jax.errors import BertJaxError
 from bert_jax.tasks.text_pairs import Tokenizer, pack
+from bert_jax.tokenization.layout import layout_of
 
 _WHITESPACE = {" ", "\t", "\r", "\n", "\u202f"}
 
@@ -172,7 +174,7 @@ def _locate_answer(
 
 def _improve_span(pieces: list[str], start: int, end: int, tokenizer, answer: str):
     """The tightest piece span whose text equals the tokenised answer (e.g. '1895' in '(1895)')."""
-    target = " ".join(tokenizer.tokenize(answer))
+    target = " ".join(tokenizer.tokenize(layout_of(tokenizer).word_prefix + answer))
     for s in range(start, end + 1):
         for e in range(end, s - 1, -1):
             if " ".join(pieces[s : e + 1]) == target:
@@ -200,9 +202,12 @@ def featurize(
     is_training: bool = False,
     stats: ReadStats | None = None,
 ) -> tuple[dict[str, np.ndarray], list[SquadFeature]]:
-    if max_seq_length <= max_query_length + 3:
+    layout = layout_of(tokenizer)
+    overhead = layout.pair_overhead()  # [CLS] q [SEP] d [SEP]: 3; <s> q </s></s> d </s>: 4
+    if max_seq_length <= max_query_length + overhead:
         raise BertJaxError(
-            f"max_seq_length {max_seq_length} must exceed max_query_length {max_query_length} + 3"
+            f"max_seq_length {max_seq_length} must exceed max_query_length {max_query_length} "
+            f"+ {overhead}"
         )
     stats = stats or ReadStats()
     rows: dict[str, list] = {k: [] for k in ("input_ids", "input_mask", "segment_ids")}
@@ -216,7 +221,7 @@ def featurize(
         piece_to_word, word_to_piece, pieces = [], [], []
         for w, word in enumerate(ex.doc_tokens):
             word_to_piece.append(len(pieces))
-            for p in tokenizer.tokenize(word):
+            for p in tokenizer.tokenize(layout.word_prefix + word):
                 piece_to_word.append(w)
                 pieces.append(p)
         tok_start = tok_end = -1
@@ -227,7 +232,7 @@ def featurize(
             tok_start, tok_end = _improve_span(
                 pieces, tok_start, tok_end, tokenizer, ex.orig_answer_text
             )
-        max_doc = max_seq_length - len(query) - 3
+        max_doc = max_seq_length - len(query) - overhead
         spans, offset = [], 0
         while offset < len(pieces):
             length = min(len(pieces) - offset, max_doc)
@@ -236,12 +241,12 @@ def featurize(
                 break
             offset += min(length, doc_stride)
         for si, (start, length) in enumerate(spans):
-            base = len(query) + 2  # [CLS] query [SEP]
+            base = len(query) + overhead - 1  # [CLS] query [SEP]
             window = pieces[start : start + length]
             ids, mask, seg = pack(tokenizer, query, window, max_seq_length)
             to_orig = {base + i: piece_to_word[start + i] for i in range(length)}
             is_max = {base + i: _max_context(spans, si, start + i) for i in range(length)}
-            tokens = ["[CLS]", *query, "[SEP]", *window, "[SEP]"]
+            tokens = [layout.cls, *query, *layout.pair_sep, *window, layout.sep]
             s_pos = e_pos = 0
             if tok_start >= 0 and start <= tok_start and tok_end <= start + length - 1:
                 s_pos, e_pos = tok_start - start + base, tok_end - start + base

@@ -1,12 +1,14 @@
-"""Text (pair) -> model inputs, shared by the tasks: `[CLS] A [SEP] (B [SEP])`, zero padded.
+"""Text (pair) -> model inputs, shared by the tasks: `[CLS] A [SEP] (B [SEP])`, zero padded, or
+the tokenizer's own layout (`tokenizer.layout`, bert_jax.tokenization.layout: RoBERTa's
+`<s> A </s></s> B </s>`, token types all 0, padded with <pad>).
 
     ids, mask, segments = encode_text_pair(tokenizer, text_a, text_b, max_seq_length)
     ids, mask, segments = pack(tokenizer, tokens_a, tokens_b, max_seq_length)  # pre-truncated
 
 As run_classifier.py: a second text without word pieces (None, empty, whitespace, or only
 characters the tokenizer drops such as zero-width and control characters) gives the single
-sequence `[CLS] A [SEP]` cut at L-2 pieces; pairs are truncated to L-3 by popping from the longer
-side (B on ties).
+sequence `[CLS] A [SEP]` cut at L-2 pieces; pairs are truncated to L-3 (RoBERTa: L-4) by popping
+from the longer side (B on ties).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from collections.abc import Sequence
 from typing import Protocol
 
 import numpy as np
+
+from bert_jax.tokenization.layout import layout_of
 
 
 class Tokenizer(Protocol):
@@ -37,12 +41,16 @@ def pack(
     tokenizer: Tokenizer, tokens_a: list[str], tokens_b: list[str] | None, max_seq_length: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Already-truncated pieces -> (input_ids, input_mask, segment_ids), each int32 [L]."""
-    tokens = ["[CLS]", *tokens_a, "[SEP]"]
-    segments = [0] * len(tokens)
-    if tokens_b is not None:
-        tokens += [*tokens_b, "[SEP]"]
-        segments += [1] * (len(tokens_b) + 1)
-    ids = np.zeros(max_seq_length, np.int32)
+    layout = layout_of(tokenizer)
+    if tokens_b is None:
+        tokens = [layout.cls, *tokens_a, layout.sep]
+        segments = [0] * len(tokens)
+    else:
+        tokens = [layout.cls, *tokens_a, *layout.pair_sep]
+        segments = [0] * len(tokens)
+        tokens += [*tokens_b, layout.sep]
+        segments += [layout.segment_b] * (len(tokens_b) + 1)
+    ids = np.full(max_seq_length, layout.pad_id(tokenizer.vocab), np.int32)
     mask = np.zeros(max_seq_length, np.int32)
     seg = np.zeros(max_seq_length, np.int32)
     n = len(tokens)
@@ -58,6 +66,6 @@ def encode_text_pair(
     tokens_a = tokenizer.tokenize(text_a)
     tokens_b = tokenizer.tokenize(text_b) if text_b else None
     if tokens_b:
-        truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
+        truncate_seq_pair(tokens_a, tokens_b, max_seq_length - layout_of(tokenizer).pair_overhead())
         return pack(tokenizer, tokens_a, tokens_b, max_seq_length)
     return pack(tokenizer, tokens_a[: max_seq_length - 2], None, max_seq_length)

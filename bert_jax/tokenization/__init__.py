@@ -1,6 +1,8 @@
 """Tokenizers: reference-compatible WordPiece (`FullTokenizer`), ALBERT-style SentencePiece
-(`SentencePieceTokenizer`), and vocab training (`build_vocab`, command `bert-jax build-vocab`)."""
+(`SentencePieceTokenizer`), RoBERTa's byte-level BPE (`ByteBpeTokenizer`), and vocab training
+(`build_vocab`, command `bert-jax build-vocab`)."""
 
+from bert_jax.tokenization.byte_bpe import ByteBpeTokenizer
 from bert_jax.tokenization.sentencepiece_tokenizer import SentencePieceTokenizer
 from bert_jax.tokenization.vocab import SPECIAL_TOKENS, SpecialIds, load_vocab, special_ids
 from bert_jax.tokenization.vocab_builder import build_vocab
@@ -9,6 +11,7 @@ from bert_jax.tokenization.wordpiece import BasicTokenizer, FullTokenizer, Wordp
 __all__ = [
     "SPECIAL_TOKENS",
     "BasicTokenizer",
+    "ByteBpeTokenizer",
     "FullTokenizer",
     "SentencePieceTokenizer",
     "SpecialIds",

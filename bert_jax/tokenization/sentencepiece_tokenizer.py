@@ -18,6 +18,7 @@ from etils import epath
 
 from bert_jax import file_set
 from bert_jax.errors import BertJaxError
+from bert_jax.tokenization import layout as layout_lib
 
 WORD_START = "\u2581"
 
@@ -52,6 +53,8 @@ def load_sentencepiece(model_file: str | os.PathLike):
 class SentencePieceTokenizer:
     """`SentencePieceTokenizer(model_file, do_lower_case=True)`: tokenize / convert_* / vocab /
     inv_vocab / encode_batch, as FullTokenizer."""
+
+    layout = layout_lib.BERT  # ALBERT frames texts as BERT does
 
     def __init__(
         self, model_file: str | os.PathLike, do_lower_case: bool = True, keep_accents: bool = False

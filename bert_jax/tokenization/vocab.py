@@ -15,8 +15,13 @@ SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 
 def load_vocab(vocab_file: str | os.PathLike) -> collections.OrderedDict[str, int]:
-    """Returns token -> id like the reference `load_vocab` (a repeated token keeps its last id)."""
+    """Returns token -> id like the reference `load_vocab` (a repeated token keeps its last id);
+    a byte-level BPE vocab.json / tokenizer.json gives its tokens by id (RoBERTa)."""
     path = epath.Path(vocab_file)
+    if path.name.endswith(".json"):
+        from bert_jax.tokenization.byte_bpe import ByteBpeTokenizer
+
+        return ByteBpeTokenizer(path).vocab
     file_set.finish_publish(path.parent)  # a build-vocab killed mid-publish: complete its set
     try:
         data = path.read_bytes()

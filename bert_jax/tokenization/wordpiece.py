@@ -26,6 +26,7 @@ from collections.abc import Iterable, Sequence
 from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
 
 from bert_jax.errors import BertJaxError
+from bert_jax.tokenization import layout as layout_lib
 from bert_jax.tokenization import unicode_classes
 from bert_jax.tokenization.vocab import load_vocab
 
@@ -107,6 +108,8 @@ class WordpieceTokenizer:
 
 class FullTokenizer:
     """Reference-compatible WordPiece tokenizer: `FullTokenizer(vocab_file, do_lower_case=True)`."""
+
+    layout = layout_lib.BERT  # [CLS] A [SEP] B [SEP]
 
     def __init__(
         self,

@@ -1,0 +1,202 @@
+"""`ByteBpeTokenizer`: RoBERTa's byte-level BPE behind the FullTokenizer interface, run by
+`tokenizers`.
+
+    tok = ByteBpeTokenizer("roberta-dir/vocab.json")   # merges.txt beside it
+    tok = ByteBpeTokenizer("roberta-dir/tokenizer.json")
+    tok = ByteBpeTokenizer("roberta-dir/")               # whichever of the two it holds
+
+As RobertaTokenizerFast (GPT-2's scheme): no normalisation, no lower-casing; GPT-2's regex splits
+the text, each piece's UTF-8 bytes are mapped to printable characters (a leading space becomes
+"Ġ"), then BPE merges in merges.txt order; every byte is in the alphabet, so nothing is unknown.
+The special tokens `<s> </s> <pad> <unk> <mask>` are matched whole in the text, as
+transformers' RobertaTokenizer(Fast) does. Files are read through etils.epath (local or
+gs://). Fine-tuning sequences use `layout` (`<s> A </s></s> B </s>`, see layout.py).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import re
+from collections.abc import Iterable, Sequence
+
+from etils import epath
+from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+
+from bert_jax import file_set
+from bert_jax.errors import BertJaxError
+from bert_jax.tokenization import layout as layout_lib
+
+SPECIAL_TOKENS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")  # RoBERTa's ids 0 1 2 3 (mask last)
+VOCAB, MERGES, TOKENIZER_JSON = "vocab.json", "merges.txt", "tokenizer.json"
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def find_files(directory: str | os.PathLike) -> epath.Path | None:
+    """The byte-level BPE file of a checkpoint directory: vocab.json (with merges.txt), else
+    tokenizer.json whose model is BPE; None when it has neither."""
+    d = epath.Path(directory)
+    if (d / VOCAB).exists() and (d / MERGES).exists():
+        return d / VOCAB
+    if (d / TOKENIZER_JSON).exists():
+        try:
+            model = json.loads((d / TOKENIZER_JSON).read_text()).get("model") or {}
+        except (OSError, json.JSONDecodeError, AttributeError):
+            return None
+        if model.get("type") == "BPE":
+            return d / TOKENIZER_JSON
+    return None
+
+
+def file_set_of(path: str | os.PathLike) -> dict[str, epath.Path]:
+    """The files a byte-level BPE is made of, by the name they keep in a checkpoint directory:
+    vocab.json + the merges.txt beside it, or the tokenizer.json alone."""
+    p = epath.Path(path)
+    if p.name == TOKENIZER_JSON or p.name.endswith(".tokenizer.json"):
+        return {TOKENIZER_JSON: p}
+    return {VOCAB: p, MERGES: p.parent / MERGES}
+
+
+def is_byte_bpe_file(path: str | os.PathLike) -> bool:
+    """A vocab.json / tokenizer.json (byte-level BPE) rather than a vocab.txt / spm model."""
+    return epath.Path(path).name.endswith(".json")
+
+
+def _read(path: epath.Path, what: str) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise BertJaxError(f"{path}: {what} not found") from None
+    except IsADirectoryError:
+        raise BertJaxError(f"{path}: is a directory, expected the {what}") from None
+
+
+def read_merges(path: epath.Path) -> list[tuple[str, str]]:
+    """merges.txt: an optional `#version` line, then one `left right` pair per line."""
+    merges = []
+    text = _read(path, "merges file").decode("utf-8")
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line or (lineno == 1 and line.startswith("#version")):
+            continue
+        parts = line.split(" ")
+        if len(parts) != 2:
+            raise BertJaxError(f"{path}: line {lineno}: expected `left right`, got {line!r}")
+        merges.append((parts[0], parts[1]))
+    return merges
+
+
+def build_backend(vocab: dict[str, int], merges: list[tuple[str, str]]) -> Tokenizer:
+    """A `tokenizers.Tokenizer` tokenizing as RobertaTokenizerFast (no post-processing)."""
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    return tok
+
+
+def _load_backend(path: epath.Path) -> Tokenizer:
+    if path.name == TOKENIZER_JSON or path.name.endswith(".tokenizer.json"):
+        try:
+            tok = Tokenizer.from_str(_read(path, "tokenizer file").decode("utf-8"))
+        except Exception as e:  # tokenizers raises a bare Exception on a malformed file
+            raise BertJaxError(f"{path}: not a tokenizers JSON file ({e})") from None
+        tok.post_processor = None  # the tasks place <s> </s> themselves
+        tok.no_truncation()
+        tok.no_padding()
+        return tok
+    try:
+        vocab = json.loads(_read(path, "vocab file"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise BertJaxError(f"{path}: not a JSON vocab ({e})") from None
+    if not isinstance(vocab, dict) or not all(isinstance(v, int) for v in vocab.values()):
+        raise BertJaxError(f"{path}: expected a JSON object token -> id")
+    merges_path = path.parent / MERGES
+    if not merges_path.exists():
+        raise BertJaxError(f"{path}: no {MERGES} beside it (byte-level BPE needs both)")
+    return build_backend(vocab, read_merges(merges_path))
+
+
+class ByteBpeTokenizer:
+    """Byte-level BPE (RoBERTa): tokenize / encode / encode_batch / convert_* / vocab / inv_vocab,
+    as FullTokenizer, with the ids of `<s> </s> <pad> <unk> <mask>`."""
+
+    layout = layout_lib.ROBERTA
+    do_lower_case = False  # byte-level BPE is cased: it never changes the text
+
+    def __init__(self, path: str | os.PathLike):
+        p = epath.Path(path)
+        if p.is_dir():
+            found = find_files(p)
+            if found is None:
+                raise BertJaxError(f"{p}: holds neither {VOCAB} + {MERGES} nor {TOKENIZER_JSON}")
+            p = found
+        file_set.finish_publish(p.parent)  # a build-vocab killed mid-publish: complete its set
+        self.vocab_file = str(p)
+        self.backend = _load_backend(p)
+        vocab = self.backend.get_vocab(with_added_tokens=True)
+        missing = [t for t in SPECIAL_TOKENS if t not in vocab]
+        if missing:
+            raise BertJaxError(
+                f"{p}: vocab lacks {', '.join(missing)}; a RoBERTa vocab needs "
+                f"{', '.join(SPECIAL_TOKENS)}"
+            )
+        # As RobertaTokenizerFast: the special tokens are matched whole in the text (a
+        # tokenizer.json keeps its own settings for those it lists, e.g. <mask>'s lstrip).
+        listed = {t.content for t in self.backend.get_added_tokens_decoder().values()}
+        self.backend.add_special_tokens(
+            [
+                AddedToken(t, normalized=False, special=True)
+                for t in SPECIAL_TOKENS
+                if t not in listed
+            ]  # fmt: skip
+        )
+        self.vocab = collections.OrderedDict(sorted(vocab.items(), key=lambda kv: kv[1]))
+        self.inv_vocab = {i: t for t, i in self.vocab.items()}
+        self.cls_id, self.pad_id, self.sep_id, self.unk_id, self.mask_id = (
+            vocab[t] for t in SPECIAL_TOKENS
+        )
+
+    def __len__(self) -> int:
+        return len(self.vocab)
+
+    @staticmethod
+    def _text(text: str | bytes) -> str:
+        if isinstance(text, bytes):
+            return text.decode("utf-8", errors="ignore")
+        # `tokenizers` accepts only valid Unicode; a lone surrogate is what U+FFFD replaces.
+        return _SURROGATE.sub("\ufffd", text)
+
+    def encode(self, text: str | bytes) -> list[int]:
+        return self.backend.encode(self._text(text), add_special_tokens=False).ids
+
+    def tokenize(self, text: str | bytes) -> list[str]:
+        # By id: an Encoding's token for <mask> includes the space lstrip took with it.
+        return self.convert_ids_to_tokens(self.encode(text))
+
+    def encode_batch(self, texts: Sequence[str | bytes]) -> list[list[int]]:
+        """Token ids of each text (no <s>/</s>); runs in parallel in Rust."""
+        inputs = [self._text(t) for t in texts]
+        return [e.ids for e in self.backend.encode_batch_fast(inputs, add_special_tokens=False)]
+
+    def tokenize_batch(self, texts: Sequence[str | bytes]) -> list[list[str]]:
+        inv = self.inv_vocab
+        return [[inv[i] for i in ids] for ids in self.encode_batch(texts)]
+
+    def decode(self, ids: Iterable[int]) -> str:
+        return self.backend.decode([int(i) for i in ids], skip_special_tokens=False)
+
+    def convert_tokens_to_ids(self, tokens: Iterable[str]) -> list[int]:
+        try:
+            return [self.vocab[t] for t in tokens]
+        except KeyError as e:
+            raise BertJaxError(
+                f"{self.vocab_file}: token {e.args[0]!r} is not in the vocab"
+            ) from None
+
+    def convert_ids_to_tokens(self, ids: Iterable[int]) -> list[str]:
+        try:
+            return [self.inv_vocab[int(i)] for i in ids]
+        except KeyError as e:
+            raise BertJaxError(
+                f"{self.vocab_file}: id {e.args[0]} is outside the vocab (size {len(self.vocab)})"
+            ) from None
