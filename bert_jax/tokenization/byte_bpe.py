@@ -27,6 +27,7 @@ from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 from bert_jax import file_set
 from bert_jax.errors import BertJaxError
 from bert_jax.tokenization import layout as layout_lib
+from bert_jax.tokenization.lookups import VocabLookups
 
 SPECIAL_TOKENS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")  # RoBERTa's ids 0 1 2 3 (mask last)
 VOCAB, MERGES, TOKENIZER_JSON = "vocab.json", "merges.txt", "tokenizer.json"
@@ -116,7 +117,7 @@ def _load_backend(path: epath.Path) -> Tokenizer:
     return build_backend(vocab, read_merges(merges_path))
 
 
-class ByteBpeTokenizer:
+class ByteBpeTokenizer(VocabLookups):
     """Byte-level BPE (RoBERTa): tokenize / encode / encode_batch / convert_* / vocab / inv_vocab,
     as FullTokenizer, with the ids of `<s> </s> <pad> <unk> <mask>`."""
 
@@ -178,25 +179,8 @@ class ByteBpeTokenizer:
         inputs = [self._text(t) for t in texts]
         return [e.ids for e in self.backend.encode_batch_fast(inputs, add_special_tokens=False)]
 
-    def tokenize_batch(self, texts: Sequence[str | bytes]) -> list[list[str]]:
-        inv = self.inv_vocab
-        return [[inv[i] for i in ids] for ids in self.encode_batch(texts)]
 
     def decode(self, ids: Iterable[int]) -> str:
         return self.backend.decode([int(i) for i in ids], skip_special_tokens=False)
 
-    def convert_tokens_to_ids(self, tokens: Iterable[str]) -> list[int]:
-        try:
-            return [self.vocab[t] for t in tokens]
-        except KeyError as e:
-            raise BertJaxError(
-                f"{self.vocab_file}: token {e.args[0]!r} is not in the vocab"
-            ) from None
 
-    def convert_ids_to_tokens(self, ids: Iterable[int]) -> list[str]:
-        try:
-            return [self.inv_vocab[int(i)] for i in ids]
-        except KeyError as e:
-            raise BertJaxError(
-                f"{self.vocab_file}: id {e.args[0]} is outside the vocab (size {len(self.vocab)})"
-            ) from None

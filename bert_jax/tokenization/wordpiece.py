@@ -21,13 +21,14 @@ from __future__ import annotations
 import functools
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
 
 from bert_jax.errors import BertJaxError
 from bert_jax.tokenization import layout as layout_lib
 from bert_jax.tokenization import unicode_classes
+from bert_jax.tokenization.lookups import VocabLookups
 from bert_jax.tokenization.vocab import load_vocab
 
 UNK = "[UNK]"
@@ -106,7 +107,7 @@ class WordpieceTokenizer:
         return self._tok.encode(_as_text(text), add_special_tokens=False).tokens
 
 
-class FullTokenizer:
+class FullTokenizer(VocabLookups):
     """Reference-compatible WordPiece tokenizer: `FullTokenizer(vocab_file, do_lower_case=True)`."""
 
     layout = layout_lib.BERT  # [CLS] A [SEP] B [SEP]
@@ -167,22 +168,5 @@ class FullTokenizer:
             encodings = self.backend.encode_batch_fast(inputs, add_special_tokens=False)
         return [e.ids for e in encodings]
 
-    def tokenize_batch(self, texts: Sequence[str | bytes]) -> list[list[str]]:
-        inv = self.inv_vocab
-        return [[inv[i] for i in ids] for ids in self.encode_batch(texts)]
 
-    def convert_tokens_to_ids(self, tokens: Iterable[str]) -> list[int]:
-        try:
-            return [self.vocab[t] for t in tokens]
-        except KeyError as e:
-            raise BertJaxError(
-                f"{self.vocab_file}: token {e.args[0]!r} is not in the vocab"
-            ) from None
 
-    def convert_ids_to_tokens(self, ids: Iterable[int]) -> list[str]:
-        try:
-            return [self.inv_vocab[int(i)] for i in ids]
-        except KeyError as e:
-            raise BertJaxError(
-                f"{self.vocab_file}: id {e.args[0]} is outside the vocab (size {len(self.vocab)})"
-            ) from None
