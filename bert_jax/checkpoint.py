@@ -238,9 +238,8 @@ class Checkpointer:
         finalize = getattr(self._mgr, "_finalize_thread", None)
         thread = finalize.map(lambda t: t) if finalize is not None else None
         step = self._saving
-        if (thread is not None and thread.is_alive()) or step in (None, self._confirmed):
-            return
-        if step == self._reported:
+        busy = thread is not None and thread.is_alive()
+        if busy or step in (None, self._confirmed, self._reported):
             return
         with self._save_errors():
             if thread is not None and thread.exception is not None:

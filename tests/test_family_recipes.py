@@ -16,7 +16,7 @@ from bert_jax.train.pretraining import bert_config_from, pretraining_task
 
 def _param_count(config) -> tuple[int, dict]:
     c = config.copy_and_resolve_references()
-    c.global_batch_size = 2
+    c.global_batch_size, c.dynamic_masking = 2, False  # shapes only: no vocab file here
     task = pretraining_task(c, bert_config_from(c))
     inputs = {k: jax.ShapeDtypeStruct((2,) + s.shape[1:], s.dtype)
               for k, s in task.init_inputs().items()}  # fmt: skip

@@ -20,6 +20,7 @@ import sys
 
 import numpy as np
 import pytest
+from test_family_recipes import _param_count
 
 from bert_jax.corpus import embedded
 from bert_jax.tokenization import ByteBpeTokenizer
@@ -267,28 +268,17 @@ def test_doc_sentences_packs_within_documents(documents, uncased_vocab):
 def test_roberta_base_preset_has_transformers_parameter_count():
     """The `base` recipe builds RoBERTa-base: as many weights as transformers' RobertaForMaskedLM
     with roberta-base's config (vocab 50265, 514 positions, one token type)."""
-    import math
 
-    import jax
     import torch
     import transformers
 
     from bert_jax.configs import roberta
-    from bert_jax.train.pretraining import bert_config_from, pretraining_task
 
     c = roberta.get_config("base")
     assert (c.objective, c.adam_b2, c.max_grad_norm, c.global_batch_size) == (
         "full_sentences", 0.98, 0.0, 8192,
     )  # fmt: skip
-    c.global_batch_size, c.dynamic_masking = 2, False  # shapes only; no vocab file here
-    task = pretraining_task(c, bert_config_from(c))
-    inputs = {k: jax.ShapeDtypeStruct((2,) + s.shape[1:], s.dtype)
-              for k, s in task.init_inputs().items()}  # fmt: skip
-    shapes = jax.eval_shape(
-        lambda x: task.model.init(jax.random.PRNGKey(0), **task.model_inputs(x)), inputs
-    )["params"]
-    leaves = jax.tree.leaves(shapes, is_leaf=lambda x: hasattr(x, "value"))
-    ours = sum(math.prod(getattr(x, "value", x).shape) for x in leaves)
+    ours, _ = _param_count(c)
     hf_config = transformers.RobertaConfig(
         vocab_size=50265, max_position_embeddings=514, type_vocab_size=1, layer_norm_eps=1e-5
     )

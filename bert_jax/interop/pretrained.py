@@ -105,7 +105,8 @@ def load_pretrained(
             f"{path}: not found as a Hugging Face dir, a TF checkpoint prefix "
             f"(expected {path}.index) or a bert-jax workdir"
         )
-    family = tf_families.detect_family(tf_ckpt.variable_names(prefix))
+    checkpoint = tf_ckpt.open_checkpoint(prefix)  # the family is told by its variable names
+    family = tf_families.detect_family(checkpoint.shapes)
     config_file = epath.Path(bert_config_file or _tf_config_file(prefix.parent, family))
     if family == "bert":
         config = BertConfig.from_json_file(config_file)
@@ -120,7 +121,7 @@ def load_pretrained(
         except json.JSONDecodeError as e:
             raise BertJaxError(f"{config_file}: not valid JSON ({e})") from None
         config = tf_families.config_from_tf_json(raw, family, str(config_file))
-    params, groups, ignored = tf_ckpt.read_tf_checkpoint(prefix, config)
+    params, groups, ignored = tf_ckpt.read_tf_checkpoint(checkpoint, config)
     return Pretrained(
         config=config,
         params=params,

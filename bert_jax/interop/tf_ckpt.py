@@ -7,8 +7,10 @@ Optimizer slots (`adam_m`, `adam_v`) and `global_step` are skipped.
 
 from __future__ import annotations
 
+import dataclasses
 import pathlib
 import re
+from typing import Any
 
 from etils import epath
 
@@ -38,7 +40,16 @@ def guess_do_lower_case(prefix: pathlib.Path) -> bool | None:
     return None
 
 
-def _open(prefix: pathlib.Path):
+@dataclasses.dataclass(frozen=True)
+class TfCheckpoint:
+    """An opened checkpoint: its reader and every variable's shape (read once, from the index)."""
+
+    prefix: pathlib.Path
+    reader: Any
+    shapes: dict[str, tuple[int, ...]]
+
+
+def open_checkpoint(prefix: pathlib.Path) -> TfCheckpoint:
     try:
         import tensorflow as tf
     except ImportError:
@@ -52,18 +63,14 @@ def _open(prefix: pathlib.Path):
         raise BertJaxError(
             f"{prefix}: not a readable TF checkpoint ({e})".splitlines()[0]
         ) from None
-    return reader, shapes
-
-
-def variable_names(prefix: pathlib.Path) -> list[str]:
-    return list(_open(prefix)[1])
+    return TfCheckpoint(prefix, reader, shapes)
 
 
 def read_tf_checkpoint(
-    prefix: pathlib.Path, config: BertConfig
+    checkpoint: TfCheckpoint, config: BertConfig
 ) -> tuple[dict, tuple[str, ...], list[str]]:
     """(params, groups present, ignored variable names); names as `config.family`'s release."""
-    reader, shapes = _open(prefix)
+    prefix, reader, shapes = checkpoint.prefix, checkpoint.reader, checkpoint.shapes
 
     def read(name: str):
         try:
