@@ -83,6 +83,17 @@ def write_json_atomic(path: str | os.PathLike, obj: Any, **json_options: Any) ->
     write_text_atomic(path, json.dumps(obj, **json_options) + "\n")
 
 
+def read_json(path: str | os.PathLike, missing: str) -> Any:
+    """The parsed JSON file at `path`; one-line errors: `missing` if there is no such file."""
+    path = epath.Path(path)
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise BertJaxError(missing) from None
+    except json.JSONDecodeError as e:
+        raise BertJaxError(f"{path}: not valid JSON ({e})") from None
+
+
 def check_writable_dir(path: str | os.PathLike, flag: str, *, leave_no_trace: bool = False) -> None:
     """Create `path` (a directory) and write and delete a probe file in it, so an unwritable
     output location fails in one line naming `flag` before any work, not after it. With

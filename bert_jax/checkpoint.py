@@ -30,6 +30,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 from etils import epath
 
+from bert_jax.atomic_write import read_json
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
 from bert_jax.model import unstack_layers
@@ -352,12 +353,7 @@ class Checkpointer:
 
 def read_workdir_config(workdir: str | os.PathLike) -> dict:
     path = epath.Path(workdir) / "config.json"
-    if not path.exists():
-        raise BertJaxError(f"{path}: no config.json; is {workdir} a bert-jax workdir?")
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise BertJaxError(f"{path}: not valid JSON ({e})") from None
+    return read_json(path, f"{path}: no config.json; is {workdir} a bert-jax workdir?")
 
 
 def restore_params(workdir: str | os.PathLike, step: int | None = None) -> tuple[BertConfig, dict]:

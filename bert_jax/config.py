@@ -8,14 +8,11 @@ written to disk.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import re
 from typing import Any
 
-from etils import epath
-
-from bert_jax.atomic_write import write_json_atomic
+from bert_jax.atomic_write import read_json, write_json_atomic
 from bert_jax.errors import BertJaxError
 
 # hidden_act values and whether they mean the tanh approximation of GELU. HF's "gelu" is exact erf
@@ -153,12 +150,7 @@ class BertConfig:
 
     @classmethod
     def from_json_file(cls, path: str | os.PathLike, **runtime: Any) -> BertConfig:
-        try:
-            d = json.loads(epath.Path(path).read_text())
-        except FileNotFoundError:
-            raise BertJaxError(f"{path}: no such config file") from None
-        except json.JSONDecodeError as e:
-            raise BertJaxError(f"{path}: not valid JSON ({e})") from None
+        d = read_json(path, f"{path}: no such config file")
         return cls.from_dict(d, source=str(path), **runtime)
 
     def to_json_file(self, path: str | os.PathLike, hugging_face: bool = False) -> None:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import numpy as np
 from etils import epath
 
-from bert_jax.atomic_write import is_local, write_bytes_atomic, write_json_atomic
+from bert_jax.atomic_write import is_local, read_json, write_bytes_atomic, write_json_atomic
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
 from bert_jax.interop import hf_configs
@@ -83,12 +83,7 @@ def read_hf_dir(
     source, shapes, read_tensor = _open_weights(path)
     config_file = path / "config.json"
     if config is None:
-        if not config_file.exists():
-            raise BertJaxError(f"{path}: no config.json next to the safetensors weights")
-        try:
-            raw = json.loads(config_file.read_text())
-        except json.JSONDecodeError as e:
-            raise BertJaxError(f"{config_file}: not valid JSON ({e})") from None
+        raw = read_json(config_file, f"{path}: no config.json next to the safetensors weights")
         config = hf_configs.config_from_hf(raw, str(config_file))
     naming = hf_family(config.family)
     base = naming.prefix + "."  # a bare base model (BertModel, ...) saves its names without it

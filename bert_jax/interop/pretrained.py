@@ -4,7 +4,6 @@ and `graft_encoder`, which puts pretrained weights into a freshly initialised ta
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from typing import Any
 
@@ -13,6 +12,7 @@ import numpy as np
 from etils import epath
 from flax.core import meta
 
+from bert_jax.atomic_write import read_json
 from bert_jax.checkpoint import restore_params
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
@@ -111,15 +111,8 @@ def load_pretrained(
     if family == "bert":
         config = BertConfig.from_json_file(config_file)
     else:
-        try:
-            raw = json.loads(config_file.read_text())
-        except FileNotFoundError:
-            raise BertJaxError(
-                f"{config_file}: no such config file (an {family} TF checkpoint; give "
-                "bert_config_file)"
-            ) from None
-        except json.JSONDecodeError as e:
-            raise BertJaxError(f"{config_file}: not valid JSON ({e})") from None
+        missing = f"{config_file}: no such config file (an {family} TF checkpoint; give "
+        raw = read_json(config_file, missing + "bert_config_file)")
         config = tf_families.config_from_tf_json(raw, family, str(config_file))
     params, groups, ignored = tf_ckpt.read_tf_checkpoint(checkpoint, config)
     return Pretrained(

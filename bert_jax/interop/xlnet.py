@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import numpy as np
 from etils import epath
 
-from bert_jax.atomic_write import write_bytes_atomic, write_json_atomic
+from bert_jax.atomic_write import read_json, write_bytes_atomic, write_json_atomic
 from bert_jax.errors import BertJaxError
 from bert_jax.interop.hf import _open_weights
 from bert_jax.model.xlnet.config import XLNetConfig
@@ -72,12 +72,7 @@ def read_xlnet_dir(path: str | os.PathLike, **runtime) -> tuple[XLNetConfig, dic
     also gives its head's parameters (`HEADS`), for `bert_jax.model.xlnet.heads`."""
     path = epath.Path(path)
     config_file = path / "config.json"
-    if not config_file.exists():
-        raise BertJaxError(f"{path}: no config.json next to the safetensors weights")
-    try:
-        raw = json.loads(config_file.read_text())
-    except json.JSONDecodeError as e:
-        raise BertJaxError(f"{config_file}: not valid JSON ({e})") from None
+    raw = read_json(config_file, f"{path}: no config.json next to the safetensors weights")
     cfg = XLNetConfig.from_hf(raw, str(config_file), **runtime)
     source, shapes, read = _open_weights(path)
     prefix = "transformer." if "transformer.word_embedding.weight" in shapes else ""
