@@ -5,7 +5,7 @@ A local directory cannot swap several files in one system call, so the set is co
 journal (write-ahead): every new file is written complete under a hidden staging name, then one
 small journal file listing the renames is written atomically (that write is the commit), then the
 renames run and the journal is deleted. A writer killed before the journal leaves only staging
-files (removed by `discard_stale_staging`); one killed after it leaves a journal that
+files (removed by `recover`); one killed after it leaves a journal that
 `finish_publish` completes. Every loader of a published file calls `finish_publish` on its
 directory first, so a reader never acts on a half-renamed set.
 
@@ -81,11 +81,13 @@ def finish_publish(directory: str | os.PathLike) -> bool:
     return True
 
 
-def discard_stale_staging(directory: str | os.PathLike, names: tuple[str, ...]) -> None:
-    """Staging files of `names` left by a writer killed before its commit point."""
+def recover(directory: str | os.PathLike, names: tuple[str, ...]) -> None:
+    """Before a writer starts: complete the set a killed writer had committed, and remove the
+    staging files of `names` that one killed before its commit point left."""
     out = epath.Path(directory)
-    if not is_local(out) or (out / JOURNAL).exists():
+    if not is_local(out):
         return
+    finish_publish(out)
     for name in names:
         for stale in out.glob(f".{name}.staged-*"):
             stale.unlink(missing_ok=True)

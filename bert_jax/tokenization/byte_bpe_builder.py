@@ -47,8 +47,7 @@ def build_byte_bpe(
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise BertJaxError(f"--output_dir={output_dir}: cannot write: {e.strerror or e}") from e
-    file_set.finish_publish(out)
-    file_set.discard_stale_staging(out, _OUTPUTS)
+    file_set.recover(out, _OUTPUTS)
 
     lines = list(_corpus_lines(input_files))
     if not lines:

@@ -144,8 +144,7 @@ def build_vocab(
         for stale in out.glob(".build-vocab-*"):
             if stale.is_dir():
                 stale.rmtree(missing_ok=True)
-    file_set.finish_publish(out)
-    file_set.discard_stale_staging(out, _OUTPUTS)
+    file_set.recover(out, _OUTPUTS)
     prefix = ".build-vocab-"
     with tempfile.TemporaryDirectory(dir=out if is_local(out) else None, prefix=prefix) as tmp_dir:
         basic_path, albert_path = pathlib.Path(tmp_dir, "basic.txt"), pathlib.Path(tmp_dir, "a.txt")
