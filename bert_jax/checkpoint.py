@@ -315,8 +315,7 @@ class Checkpointer:
         except BertJaxError:
             raise
         except Exception as e:  # Orbax/tensorstore raise many types for a damaged step
-            first = (str(e).strip().splitlines() or [""])[0][:300]
-            raise _Corrupt(f"{where}: does not restore ({type(e).__name__}: {first})") from e
+            raise _does_not_restore(where, e) from e
         record = out[INPUT] or {}
         _check_fingerprint(record.get("fingerprint"), out[STATE], where)
         return out[STATE], record.get("input")
@@ -391,8 +390,7 @@ def _restore_params_step(ckpt: Checkpointer, step: int) -> dict:
     try:
         meta = mgr.item_metadata(step)[STATE]
     except Exception as e:  # a damaged step: Orbax raises many types
-        first = (str(e).strip().splitlines() or [""])[0][:300]
-        raise _Corrupt(f"{where}: does not restore ({type(e).__name__}: {first})") from e
+        raise _does_not_restore(where, e) from e
     tree = meta.tree if hasattr(meta, "tree") else meta
     if tree is None or "params" not in tree:
         raise BertJaxError(f"{where}: no params in the checkpoint")
@@ -412,13 +410,18 @@ def _restore_params_step(ckpt: Checkpointer, step: int) -> dict:
             ),
         )
     except Exception as e:
-        first = (str(e).strip().splitlines() or [""])[0][:300]
-        raise _Corrupt(f"{where}: does not restore ({type(e).__name__}: {first})") from e
+        raise _does_not_restore(where, e) from e
     params = out[STATE]["params"]
     saved = _saved_fingerprint(ckpt.directory / str(step) / INPUT)
     if saved and "params" in saved:
         _check_fingerprint({"params": saved["params"]}, {"params": params}, where)
     return params
+
+
+def _does_not_restore(where: str, e: Exception) -> _Corrupt:
+    """The one-line error for a damaged step (Orbax and TensorStore raise many types)."""
+    first = (str(e).strip().splitlines() or [""])[0][:300]
+    return _Corrupt(f"{where}: does not restore ({type(e).__name__}: {first})")
 
 
 def _saved_fingerprint(input_dir: epath.Path) -> dict | None:

@@ -166,10 +166,25 @@ def _classes(statements: list[ast.stmt]) -> Iterator[ast.ClassDef]:
             yield from _classes(case.body)
 
 
+def _parse(path: pathlib.Path, attempts: int = 3) -> ast.Module | None:
+    """The module's syntax tree, or None for a file that is not Python we can read. CPython 3.11
+    keeps one AST recursion counter per interpreter; a traceback formatted by another thread
+    meanwhile (it parses too) makes a correct parse fail with "AST constructor recursion depth
+    mismatch" (python/cpython#106905). That error is transient, so the parse is retried."""
+    for attempt in range(attempts):
+        try:
+            return ast.parse(path.read_bytes(), filename=str(path))
+        except (SyntaxError, ValueError, OSError):
+            return None
+        except SystemError as e:
+            if "recursion depth mismatch" not in str(e) or attempt == attempts - 1:
+                raise
+    return None
+
+
 def _documents_of_file(path: pathlib.Path, seen: set[str]) -> Iterator[list[str]]:
-    try:
-        tree = ast.parse(path.read_bytes(), filename=str(path))
-    except (SyntaxError, ValueError, OSError):
+    tree = _parse(path)
+    if tree is None:
         return
 
     def sentences_of(nodes: list[ast.AST]) -> list[str]:
@@ -192,9 +207,8 @@ def _documents_of_file(path: pathlib.Path, seen: set[str]) -> Iterator[list[str]
 def _topic_documents(root: pathlib.Path, seen: set[str]) -> Iterator[list[str]]:
     """pydoc_data/topics.py: the language reference as a dict literal of plain-text topics."""
     path = root / "pydoc_data" / "topics.py"
-    try:
-        tree = ast.parse(path.read_bytes())
-    except (OSError, SyntaxError, ValueError):
+    tree = _parse(path)
+    if tree is None:
         return
     for node in tree.body:
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict):
