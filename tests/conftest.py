@@ -49,3 +49,35 @@ def tiny_hf_dir(tmp_path_factory, uncased_vocab: pathlib.Path) -> pathlib.Path:
     transformers.BertForPreTraining(cfg).save_pretrained(path)
     shutil.copy(uncased_vocab, path / "vocab.txt")
     return path
+
+
+@pytest.fixture(scope="session")
+def xlnet_dir(tmp_path_factory) -> pathlib.Path:
+    """A tiny random-weight XLNetLMHeadModel written by transformers, with a real sentencepiece
+    model (XLNet's special pieces) trained here on the embedded corpus; shared by the XLNet
+    feature-extraction, convert and fine-tuning tests."""
+    import io
+
+    import sentencepiece as spm
+    import torch
+    import transformers
+
+    from bert_jax.corpus import embedded
+
+    sentences = [s for doc in embedded.iter_documents(max_documents=200) for s in doc]
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(sentences), model_writer=model, vocab_size=600,
+        model_type="unigram", control_symbols="<cls>,<sep>,<pad>,<mask>,<eod>,<eop>",
+        num_threads=1, minloglevel=2,
+    )  # fmt: skip
+    d = tmp_path_factory.mktemp("xlnet_spm")
+    (d / "spiece.model").write_bytes(model.getvalue())
+    torch.manual_seed(0)
+    cfg = transformers.XLNetConfig(vocab_size=600, d_model=32, n_layer=3, n_head=4, d_inner=64)
+    net = transformers.XLNetLMHeadModel(cfg).eval()
+    with torch.no_grad():
+        for p in net.parameters():
+            p.copy_(torch.randn_like(p) * 0.3)
+    net.save_pretrained(d, safe_serialization=True)
+    return d

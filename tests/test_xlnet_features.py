@@ -4,7 +4,6 @@ them out, content-stream values as transformers' XLNetModel computes them."""
 
 from __future__ import annotations
 
-import io
 import json
 import subprocess
 import sys
@@ -13,36 +12,11 @@ import numpy as np
 import pytest
 import torch
 
-from bert_jax.corpus import embedded
 from bert_jax.features.xlnet import extract_xlnet_to_file
 from bert_jax.interop.xlnet import convert_xlnet, read_xlnet_dir
 
 LINES = ["The module defines functions for working with files.",
          "Return the value of the key. ||| If the key is missing, raise an error."]  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def xlnet_dir(tmp_path_factory):
-    import sentencepiece as spm
-    import transformers
-
-    sentences = [s for doc in embedded.iter_documents(max_documents=200) for s in doc]
-    model = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(sentences), model_writer=model, vocab_size=600,
-        model_type="unigram", control_symbols="<cls>,<sep>,<pad>,<mask>,<eod>,<eop>",
-        num_threads=1, minloglevel=2,
-    )  # fmt: skip
-    d = tmp_path_factory.mktemp("xlnet_spm")
-    (d / "spiece.model").write_bytes(model.getvalue())
-    torch.manual_seed(0)
-    cfg = transformers.XLNetConfig(vocab_size=600, d_model=32, n_layer=3, n_head=4, d_inner=64)
-    net = transformers.XLNetLMHeadModel(cfg).eval()
-    with torch.no_grad():
-        for p in net.parameters():
-            p.copy_(torch.randn_like(p) * 0.3)
-    net.save_pretrained(d, safe_serialization=True)
-    return d
 
 
 def test_extract_features_matches_transformers(xlnet_dir, tmp_path):

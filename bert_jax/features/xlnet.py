@@ -18,16 +18,13 @@ from bert_jax.errors import BertJaxError
 from bert_jax.features.extract import Features, _truncate_pair, read_examples, to_json
 from bert_jax.interop.xlnet import read_xlnet_dir
 from bert_jax.model.xlnet import XLNet
-from bert_jax.tokenization.sentencepiece_tokenizer import SentencePieceTokenizer
+from bert_jax.tokenization.sentencepiece_tokenizer import XLNetTokenizer
 
 PAD_SEGMENT = 3  # XLNetTokenizer's pad_token_type_id
 
 
-def featurize(examples, seq_length: int, tokenizer: SentencePieceTokenizer) -> list[Features]:
+def featurize(examples, seq_length: int, tokenizer: XLNetTokenizer) -> list[Features]:
     """XLNetTokenizer's layout, truncating the longer side first; left padding with <pad>."""
-    for special in ("<sep>", "<cls>", "<pad>"):
-        if special not in tokenizer.vocab:
-            raise BertJaxError(f"{tokenizer.model_file}: no {special} piece (not an XLNet spm)")
     out = []
     for ex in examples:
         a = tokenizer.tokenize(ex.text_a)
@@ -64,7 +61,7 @@ def extract_xlnet_to_file(
     spiece = epath.Path(model_dir) / "spiece.model"
     if not spiece.exists():
         raise BertJaxError(f"{model_dir}: no spiece.model (XLNet's sentencepiece tokenizer)")
-    tokenizer = SentencePieceTokenizer(spiece, do_lower_case=do_lower_case)
+    tokenizer = XLNetTokenizer(spiece, do_lower_case=do_lower_case)
     n = cfg.n_layer
     for index in layer_indexes:
         if not -n <= index < n:

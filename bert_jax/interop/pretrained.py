@@ -147,15 +147,20 @@ def _load_workdir(path: epath.Path, vocab: epath.Path | None) -> Pretrained:
 
 
 def graft_encoder(task_params: Any, pretrained_params: dict) -> Any:
-    """Copy the pretrained `bert` subtree (and `predictions` / `seq_relationship` where the task
-    model has them) into a task model's freshly initialised params, keeping everything else (e.g.
-    a classifier, or the pooler when the checkpoint has none). Works for boxed or unboxed,
+    """Copy the pretrained `bert` subtree (XLNet: `transformer`), and `predictions` /
+    `seq_relationship` where the task model has them, into a task model's freshly initialised
+    params, keeping everything else (e.g. a classifier, or the pooler when the checkpoint has
+    none). Works for boxed or unboxed,
     looped or scanned task params, with or without the outer {"params": ...}; returns the same
     structure. Every copied array must have the task's shape."""
     wrapped = isinstance(task_params, dict) and set(task_params) == {"params"}
     inner = task_params["params"] if wrapped else task_params
     source = meta.unbox(pretrained_params)
     source = source.get("params", source)
+    if "transformer" in inner and "transformer" in source:  # XLNet: its encoder, never scanned
+        grafted = dict(inner)
+        grafted["transformer"] = _copy_into(inner["transformer"], source["transformer"], "xlnet")
+        return {"params": grafted} if wrapped else grafted
     if "bert" not in inner:
         raise BertJaxError("graft_encoder: the task model has no `bert` submodule")
     task_unboxed = meta.unbox(inner)

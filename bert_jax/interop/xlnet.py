@@ -27,6 +27,7 @@ HEADS = {
     "sequence_summary.summary": ("summary",),
     "logits_proj": ("logits_proj",),
     "qa_outputs": ("qa_outputs",),
+    "classifier": ("classifier",),
 }
 
 

@@ -38,7 +38,8 @@ from bert_jax.aot.pretraining import check_trainer_fits
 from bert_jax.atomic_write import write_json_atomic
 from bert_jax.errors import BertJaxError
 from bert_jax.interop import graft_encoder, load_pretrained
-from bert_jax.tasks import feature_ner
+from bert_jax.interop.xlnet import is_xlnet_dir
+from bert_jax.tasks import feature_ner, xlnet_finetune
 from bert_jax.tasks.arrays import TrainBatches, eval_batches
 from bert_jax.tasks.jobs import make_job
 from bert_jax.tokenization import ByteBpeTokenizer, FullTokenizer
@@ -68,6 +69,8 @@ def _output_dir(workdir: epath.Path) -> Iterator[str]:
 def _tokenizer_and_weights(cfg):
     if not cfg.init_checkpoint:
         raise BertJaxError("config init_checkpoint is empty: give a workdir, HF dir or TF ckpt")
+    if is_xlnet_dir(cfg.init_checkpoint):
+        return xlnet_finetune.load(cfg)
     pre = load_pretrained(cfg.init_checkpoint, vocab_file=cfg.vocab_file or None)
     vocab = cfg.vocab_file or pre.vocab_file
     if not vocab:
@@ -160,7 +163,8 @@ def _fresh_params(task, seed: int, initializer_range: float):
     def init(path, leaf):
         names = [str(getattr(p, "key", p)) for p in path]
         name = names[-1]
-        from_checkpoint = names[0] == "bert" and "pooler" not in names  # pooler may be absent
+        # The pooler may be absent from a checkpoint; `transformer` is XLNet's encoder.
+        from_checkpoint = names[0] in ("bert", "transformer") and "pooler" not in names
         if from_checkpoint or name == "bias":
             return np.zeros(leaf.shape, leaf.dtype)
         if name == "scale":
@@ -168,6 +172,13 @@ def _fresh_params(task, seed: int, initializer_range: float):
         return (truncated_normal(rng, leaf.shape) * initializer_range).astype(leaf.dtype)
 
     return jax.tree_util.tree_map_with_path(init, shapes)
+
+
+def _model_config(pre) -> dict[str, Any]:
+    """The model entry of the workdir's config.json."""
+    if isinstance(pre, xlnet_finetune.XLNetPretrained):
+        return pre.workdir_config()
+    return {"bert": pre.config.to_dict()}
 
 
 def run_once(cfg, job, pre, workdir: str | epath.Path) -> dict[str, float]:
@@ -185,7 +196,7 @@ def run_once(cfg, job, pre, workdir: str | epath.Path) -> dict[str, float]:
         cfg,
         task,
         str(workdir),
-        workdir_config={"bert": pre.config.to_dict()},
+        workdir_config=_model_config(pre),
         init_params=init,
         batches=TrainBatches(train, batch, cfg.seed),
         mesh=_mesh(cfg),
@@ -222,6 +233,8 @@ def finetune(cfg, workdir: str | epath.Path) -> dict[str, float]:
     check_finetune_config(cfg)  # before loading weights and data
     tokenizer, pre, lower = _tokenizer_and_weights(cfg)
     job = make_job(cfg, do_lower_case=lower)
+    if isinstance(pre, xlnet_finetune.XLNetPretrained):
+        job = xlnet_finetune.XLNetLayoutJob(job)
     job.load(tokenizer)
     workdir = epath.Path(workdir)
     if jax.process_index() == 0:

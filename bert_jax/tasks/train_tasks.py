@@ -6,7 +6,9 @@
   sub-token of each word, 0 elsewhere), normalised by the weight sum.
 - `SpanTask`: start/end logits over all tokens; (CE(start) + CE(end)) / 2, as run_squad.py.
 Every task also has `predict(params, batch)` -> the head's logits (deterministic), which the
-trainer jits as `predict_step` for evaluation.
+trainer jits as `predict_step` for evaluation. Given an `XLNetConfig` instead of a `BertConfig`,
+each task builds XLNet's head of the same kind (`bert_jax.model.xlnet.heads`; inputs in XLNet's
+layout, see `bert_jax.tasks.xlnet_layout`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ from bert_jax.model import (
     BertForTokenClassification,
 )
 from bert_jax.model.bilstm import BertWithBiLSTM
+from bert_jax.model.xlnet import XLNetConfig
+from bert_jax.model.xlnet import heads as xlnet_heads
+from bert_jax.model.xlnet.pretraining import content_flops_per_token
 from bert_jax.train import flops
 from bert_jax.train.task import Batch, Metrics
 
@@ -71,8 +76,19 @@ class _Base:
     def predict(self, params: Any, batch: Batch):
         return self.apply(params, batch, None, True)
 
+    @property
+    def is_xlnet(self) -> bool:
+        return isinstance(self.bert_config, XLNetConfig)
+
+    def _refuse_for_xlnet(self, what: str) -> None:
+        if self.is_xlnet:
+            raise BertJaxError(f"{what}: not built for XLNet (classification, tagging, span QA)")
+
     def flops_per_step(self, global_batch_size: int) -> float:
-        per_tok = flops.encoder_flops_per_token(self.bert_config, self.max_seq_length)
+        if self.is_xlnet:
+            per_tok = content_flops_per_token(self.bert_config, self.max_seq_length)
+        else:
+            per_tok = flops.encoder_flops_per_token(self.bert_config, self.max_seq_length)
         return self.tokens_per_step(global_batch_size) * per_tok
 
     def tokens_per_step(self, global_batch_size: int) -> int:
@@ -86,7 +102,13 @@ class ClassificationTask(_Base):
     num_choices: int = 0  # > 0: multiple choice (SWAG), inputs B x C x L
 
     def __post_init__(self) -> None:
-        if self.num_choices:
+        if self.is_xlnet:
+            if self.num_choices or self.bilstm_size:
+                self._refuse_for_xlnet("multiple choice" if self.num_choices else "bilstm_size")
+            self.model = xlnet_heads.XLNetForSequenceClassification(
+                self.bert_config, self.num_labels
+            )
+        elif self.num_choices:
             if self.bilstm_size:
                 raise BertJaxError("bilstm_size: not supported for multiple choice")
             self.model = BertForMultipleChoice(self.bert_config)
@@ -128,7 +150,11 @@ class TaggingTask(_Base):
     num_labels: int = 9
 
     def __post_init__(self) -> None:
-        if self.bilstm_size:
+        if self.is_xlnet:
+            if self.bilstm_size:
+                self._refuse_for_xlnet("bilstm_size")
+            self.model = xlnet_heads.XLNetForTokenClassification(self.bert_config, self.num_labels)
+        elif self.bilstm_size:
             size = self.bilstm_size
             self.model = BertWithBiLSTM(self.bert_config, self.num_labels, "token", size)
         else:
@@ -154,6 +180,11 @@ class TaggingTask(_Base):
 @dataclasses.dataclass
 class SpanTask(_Base):
     def __post_init__(self) -> None:
+        if self.is_xlnet:
+            if self.bilstm_size:
+                self._refuse_for_xlnet("bilstm_size")
+            self.model = xlnet_heads.XLNetForQuestionAnsweringSimple(self.bert_config)
+            return
         self.model = BertForQuestionAnswering(self.bert_config)
         if self.bilstm_size:
             self.model = BertWithBiLSTM(self.bert_config, 2, "span", self.bilstm_size)

@@ -2,6 +2,10 @@
 
     BERT (WordPiece, sentencepiece):  [CLS] A [SEP]        [CLS] A [SEP] B [SEP]   types 0.. 1..
     RoBERTa (byte-level BPE):         <s> A </s>           <s> A </s></s> B </s>   types all 0
+    XLNet (sentencepiece):            <cls> A <sep>        <cls> A <sep> B <sep>   types 0.. 1..
+
+XLNet's own order puts <cls> last and pads on the left; the featurizers write the first form and
+`bert_jax.tasks.xlnet_layout` moves each row into XLNet's.
 
 Each tokenizer carries its layout as `tokenizer.layout`; `layout_of` gives BERT's to tokenizers
 without one, so the tasks build sequences from the tokenizer instead of literal "[CLS]"/"[SEP]".
@@ -34,6 +38,8 @@ BERT = SpecialLayout("[CLS]", "[SEP]", ("[SEP]",), "[UNK]", None, 1, "")
 # RobertaTokenizer(Fast) with add_prefix_space for words split beforehand, as transformers'
 # token-classification and SQuAD scripts do for RoBERTa.
 ROBERTA = SpecialLayout("<s>", "</s>", ("</s>", "</s>"), "<unk>", "<pad>", 0, " ")
+
+XLNET = SpecialLayout("<cls>", "<sep>", ("<sep>",), "<unk>", "<pad>", 1, "")
 
 
 def layout_of(tokenizer: object) -> SpecialLayout:

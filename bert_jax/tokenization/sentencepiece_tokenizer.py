@@ -109,3 +109,16 @@ class SentencePieceTokenizer:
             raise BertJaxError(
                 f"{self.model_file}: id {e.args[0]} is outside the vocab (size {len(self.vocab)})"
             ) from None
+
+
+class XLNetTokenizer(SentencePieceTokenizer):
+    """XLNet's spiece.model: XLNetTokenizer's preprocessing (that of ALBERT, cased by default)
+    and its special pieces <cls>, <sep>, <pad>, <unk>."""
+
+    layout = layout_lib.XLNET
+
+    def __init__(self, model_file: str | os.PathLike, do_lower_case: bool = False):
+        super().__init__(model_file, do_lower_case=do_lower_case)
+        for special in ("<cls>", "<sep>", "<pad>", "<unk>"):
+            if special not in self.vocab:
+                raise BertJaxError(f"{model_file}: no {special} piece (not an XLNet spiece.model)")

@@ -61,6 +61,9 @@ class XLNetConfig:
         """Layers always run as a Python loop (`layer_{i}`); nn.scan is not built for XLNet."""
         return False
 
+    def replace(self, **changes: Any) -> XLNetConfig:
+        return dataclasses.replace(self, **changes)
+
     @classmethod
     def from_hf(cls, raw: dict[str, Any], source: str = "config.json", **runtime: Any):
         if raw.get("model_type", "xlnet") != "xlnet":

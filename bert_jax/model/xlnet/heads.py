@@ -1,6 +1,6 @@
 """XLNet's fine-tuning heads, as Hugging Face's classes (same parameter names, so their
 checkpoints load): sequence classification reads the LAST position (XLNet pads on the left and
-puts [CLS] at the end), span QA projects every position to start/end logits. Both run the
+puts <cls> at the end), token classification and span QA project every position. All run the
 content stream only, without permutation masks."""
 
 from __future__ import annotations
@@ -48,3 +48,19 @@ class XLNetForQuestionAnsweringSimple(nn.Module):
         logits_BxLx2 = dense(self.config, 2, ("embed", "classes"), "qa_outputs")(h_BxLxD)
         logits_BxLx2 = logits_BxLx2.astype(jnp.float32)
         return logits_BxLx2[..., 0], logits_BxLx2[..., 1]
+
+
+class XLNetForTokenClassification(nn.Module):
+    """HF `XLNetForTokenClassification`: per-position logits from `classifier`."""
+
+    config: XLNetConfig
+    num_labels: int
+
+    @nn.compact
+    def __call__(self, input_ids_BxL, segment_ids_BxL=None, input_mask_BxL=None, *,
+                 deterministic: bool = True) -> jax.Array:  # fmt: skip
+        h_BxLxD = XLNet(self.config, name="transformer")(
+            input_ids_BxL, segment_ids_BxL, input_mask_BxL, deterministic=deterministic
+        ).content_BxLxD
+        logits = dense(self.config, self.num_labels, ("embed", "classes"), "classifier")(h_BxLxD)
+        return logits.astype(jnp.float32)

@@ -50,10 +50,24 @@ def flops_per_step(cfg: XLNetConfig, batch: int, length: int, predict: int) -> f
     keys (the query stream runs its attention at all L positions, as the model computes it), the
     relative-position projection and the LM head over the P predictions."""
     d, f, n = cfg.d_model, cfg.d_inner, cfg.n_layer
-    content = length * (4 * d * d + 2 * d * f) + 2 * length * length * d * 2  # qkvo, ffn, attn
-    positions = 2 * length * d * d + 2 * length * (2 * length) * d  # r projection, bd scores
+    content, positions = _content_and_positions(cfg, length)
     query = (
         predict * (2 * d * d + 2 * d * f) + 2 * length * length * d * 2 + length * 2 * length * d
     )
     per_example = 2 * n * (content + positions + query) + 2 * predict * d * cfg.vocab_size
     return 3.0 * batch * per_example
+
+
+def _content_and_positions(cfg: XLNetConfig, length: int) -> tuple[float, float]:
+    """Forward matmul FLOPs / 2 of one layer's content stream over one example: its projections,
+    feed-forward and attention; and the relative-position projection with its scores."""
+    d, f = cfg.d_model, cfg.d_inner
+    content = length * (4 * d * d + 2 * d * f) + 2 * length * length * d * 2  # qkvo, ffn, attn
+    positions = 2 * length * d * d + 2 * length * (2 * length) * d  # r projection, bd scores
+    return content, positions
+
+
+def content_flops_per_token(cfg: XLNetConfig, length: int) -> float:
+    """Training FLOPs (fwd + bwd) per token of the content stream alone, as fine-tuning runs it."""
+    content, positions = _content_and_positions(cfg, length)
+    return 3.0 * 2 * cfg.n_layer * (content + positions) / length
