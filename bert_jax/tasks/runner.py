@@ -231,6 +231,10 @@ def _summary(runs: list[dict[str, float]]) -> dict[str, float]:
 
 def finetune(cfg, workdir: str | epath.Path) -> dict[str, float]:
     check_finetune_config(cfg)  # before loading weights and data
+    from bert_jax.tasks import text_to_text  # it builds on this module
+
+    if cfg.init_checkpoint and text_to_text.is_seq2seq_checkpoint(cfg.init_checkpoint):
+        return text_to_text.finetune(cfg, workdir)
     tokenizer, pre, lower = _tokenizer_and_weights(cfg)
     job = make_job(cfg, do_lower_case=lower)
     if isinstance(pre, xlnet_finetune.XLNetPretrained):

@@ -132,6 +132,9 @@ def finetune_config(family: str) -> ml_collections.ConfigDict:
     c.sweep_batch_sizes = (16, 32)
     c.num_seeds = 1
     c.bilstm_size = 0  # > 0: a BiLSTM between encoder and output layer (Table 5's "+ BiLSTM")
+    # An encoder-decoder init_checkpoint (T5) fine-tunes text-to-text (bert_jax.tasks.
+    # text_to_text): targets and greedy decoding are cut at this many tokens.
+    c.max_target_length = 16
     if family not in _FAMILY_KEYS:
         raise ValueError(f"fine-tuning family {family!r}: use one of {sorted(_FAMILY_KEYS)}")
     c.update(_FAMILY_KEYS[family])
