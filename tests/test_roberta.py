@@ -139,6 +139,10 @@ def test_ner_and_squad_words_as_transformers_splits_them(vocab_dir):
     assert len(feats) > 1 and arrays["input_ids"][0].tolist() == [
         ours.cls_id, *query, ours.sep_id, ours.sep_id, *context["input_ids"][:room], ours.sep_id
     ]  # fmt: skip
+    # Predicted pieces spell their text as transformers decodes them (SQuAD answer strings).
+    window = feats[0].tokens[len(query) + 3 : len(query) + 9]
+    ids = theirs.convert_tokens_to_ids(window)
+    assert ours.pieces_to_text(window) == theirs.decode(ids).strip()
 
 
 def _write_mrpc(data: pathlib.Path, documents: list[list[str]]) -> list[tuple[str, str]]:

@@ -178,3 +178,28 @@ def test_bert_only_settings_are_refused_for_xlnet(xlnet_dir):
     cfg = _config("swag", xlnet_dir, FIX / "swag")
     with pytest.raises(BertJaxError, match=r"multiple choice \(SWAG\): not built for XLNet"):
         xlnet_finetune.XLNetLayoutJob(make_job(cfg))
+
+
+def test_squad_answer_inside_a_word_is_spelled_from_the_pieces(mrpc):
+    """A span ending inside a whitespace word ("1998," without its comma) is spelled from the
+    sentencepiece pieces and mapped onto those characters; without `pieces_to_text` only whole
+    words can come back (the WordPiece path's fallback)."""
+    from bert_jax.tasks import squad, squad_predict
+
+    tokenizer = mrpc[1]
+    ex = squad.SquadExample("q0", "When was it sold?", "The chain was sold in 1998, then".split())
+    arrays, feats = squad.featurize([ex], tokenizer, max_seq_length=MAX_LEN, doc_stride=16,
+                                    max_query_length=16)  # fmt: skip
+    feat = feats[0]
+    word = ex.doc_tokens.index("1998,")
+    span = [p for p, w in feat.token_to_orig_map.items() if w == word]
+    assert feat.tokens[span[-1]] == ","  # the comma is a piece of its own here
+    start = np.full((1, MAX_LEN), -10.0)
+    end = np.full((1, MAX_LEN), -10.0)
+    start[0, span[0]], end[0, span[-2]] = 10.0, 10.0
+    kw = dict(version_2=False, do_lower_case=False)
+    spelled, _, _ = squad_predict.predict([ex], feats, start, end, **kw,
+                                          pieces_to_text=tokenizer.pieces_to_text)  # fmt: skip
+    assert spelled["q0"] == "1998"
+    whole, _, _ = squad_predict.predict([ex], feats, start, end, **kw)
+    assert whole["q0"] == "1998,"

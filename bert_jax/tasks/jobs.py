@@ -100,6 +100,7 @@ class SquadJob:
             max_query_length=c.max_query_length,
         )
         self.stats = {}
+        self._pieces_to_text = getattr(tokenizer, "pieces_to_text", None)  # None: WordPiece
         ex, st = squad.read_examples(
             _path(c, c.train_file), True, self.v2, c.strict,
             skip_misaligned=c.get("skip_misaligned_answers", False),
@@ -134,6 +135,7 @@ class SquadJob:
             max_answer_length=c.max_answer_length,
             null_score_diff_threshold=c.null_score_diff_threshold,
             do_lower_case=self._lower,
+            pieces_to_text=self._pieces_to_text,
         )
         squad_predict.write_json(preds, os.path.join(workdir, "predictions.json"))
         squad_predict.write_json(nbest, os.path.join(workdir, "nbest_predictions.json"))

@@ -20,6 +20,7 @@ from __future__ import annotations
 import collections
 import functools
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -82,8 +83,12 @@ def predict(
     max_answer_length: int = 30,
     null_score_diff_threshold: float = 0.0,
     do_lower_case: bool = True,
+    pieces_to_text: Callable[[list[str]], str] | None = None,
 ) -> tuple[dict[str, str], dict[str, list[dict]], dict[str, float]]:
-    """-> (predictions qid -> text, n-best qid -> entries, null odds qid -> score diff)."""
+    """-> (predictions qid -> text, n-best qid -> entries, null odds qid -> score diff).
+    `pieces_to_text`: how a tokenizer other than WordPiece spells its pieces (sentencepiece,
+    byte-level BPE); the spelled text is basic-tokenised as the original text is, so a span that
+    starts or ends inside a word maps onto those characters too."""
     by_example = collections.defaultdict(list)
     for fi, feat in enumerate(features):
         by_example[feat.example_index].append(fi)
@@ -115,8 +120,12 @@ def predict(
             text = ""
             if s > 0:
                 feat = features[fi]
-                pieces = " ".join(feat.tokens[s : e + 1]).replace(" ##", "").replace("##", "")
-                pieces = " ".join(pieces.split())
+                if pieces_to_text is None:  # WordPiece, as the reference
+                    pieces = " ".join(feat.tokens[s : e + 1]).replace(" ##", "").replace("##", "")
+                    pieces = " ".join(pieces.split())
+                else:
+                    spelled = pieces_to_text(feat.tokens[s : e + 1])
+                    pieces = " ".join(_basic_tokenizer(do_lower_case).tokenize(spelled))
                 words = ex.doc_tokens[feat.token_to_orig_map[s] : feat.token_to_orig_map[e] + 1]
                 text = final_text(pieces, " ".join(words), do_lower_case)
             if text in seen:

@@ -183,4 +183,8 @@ class ByteBpeTokenizer(VocabLookups):
     def decode(self, ids: Iterable[int]) -> str:
         return self.backend.decode([int(i) for i in ids], skip_special_tokens=False)
 
+    def pieces_to_text(self, pieces: Sequence[str]) -> str:
+        """The text a run of pieces spells (SQuAD answers from predicted pieces)."""
+        return self.decode(self.convert_tokens_to_ids(pieces)).strip()
+
 

@@ -91,6 +91,10 @@ class SentencePieceTokenizer:
     def encode(self, text: str | bytes) -> list[int]:
         return self.convert_tokens_to_ids(self.tokenize(text))
 
+    def pieces_to_text(self, pieces: Sequence[str]) -> str:
+        """The text a run of pieces spells (SQuAD answers from predicted pieces)."""
+        return "".join(pieces).replace(WORD_START, " ").strip()
+
     def encode_batch(self, texts: Sequence[str | bytes]) -> list[list[int]]:
         """Ids of each text (no [CLS]/[SEP]); sentencepiece encodes the batch in threads."""
         prepared = [preprocess_text(t, self.do_lower_case, self.keep_accents) for t in texts]
