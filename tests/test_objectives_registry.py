@@ -31,6 +31,7 @@ def test_every_objective_module_is_registered_once():
         if m.name not in ("base", "losses", "masking")
     }
     registered = {o.loss.__module__.rsplit(".", 1)[1] for o in objectives.REGISTRY.values()}
+    registered |= {o.make_example.__module__.rsplit(".", 1)[1] for o in objectives.SEQ2SEQ.values()}
     # A planned objective may have its functions in place before it is registered.
     assert registered <= modules and modules - registered <= set(objectives.PLANNED)
     flags = [o.data_flag for o in objectives.REGISTRY.values() if o.data_flag]

@@ -21,7 +21,8 @@ from bert_jax.errors import BertJaxError
 _CONFIG = config_flags.DEFINE_config_file(
     "config",
     None,
-    "a config by name or path: pretrain.py:<preset> (tiny..large, L4-H256), pretrain_phase2.py",
+    "a config by name or path: pretrain.py:<preset> (tiny..large, L4-H256), pretrain_phase2.py, "
+    "t5.py:<small|base>",
 )
 _TOPOLOGY = flags.DEFINE_string("topology", None, "v4-32, v5litepod-16, v5p-64, v5e:4x4, ...")
 

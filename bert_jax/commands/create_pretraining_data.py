@@ -22,6 +22,12 @@ next_sentence_labels: nsp 1 = B is a random span of another document; sop 1 = A/
 one-sentence chunk takes a random B, as ALBERT's code); full_sentences and doc_sentences
 (packed within one document) always 0 (one segment).
 Next to the shards: stats.json.
+
+Encoder-decoder objectives (T5; bert_jax/data/seq2seq_pipeline.py): --objective=span_corruption
+or prefix_lm with --spm_model=spiece.model (`build-vocab --t5_spiece_size=N`) instead of
+--vocab_file; --max_seq_length is the inputs length, the targets length follows from the
+objective (span_corruption: T5's random_spans_helper, 512 -> 114; prefix_lm: the same as inputs):
+    inputs [max_seq_length], targets [targets length]   int64, zero-padded, both end with EOS
 """
 
 from __future__ import annotations
@@ -42,6 +48,9 @@ flags.DEFINE_string(
     "output_file", None, "Comma-separated output TFRecord files (instances spread over them)."
 )
 flags.DEFINE_string("vocab_file", None, "The WordPiece vocab.txt.")
+flags.DEFINE_string(
+    "spm_model", None, "T5 sentencepiece model (spiece.model), for span_corruption / prefix_lm."
+)
 flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased models).")
 flags.DEFINE_bool("do_whole_word_mask", False, "Mask all WordPieces of a word together.")
 flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
@@ -96,6 +105,9 @@ def main(argv: list[str]) -> None:
 
     if len(argv) > 1:
         raise BertJaxError(f"unexpected arguments: {' '.join(argv[1:])}")
+    if objectives.is_seq2seq(FLAGS.objective):
+        _seq2seq_main()
+        return
     for name in ("input_file", "vocab_file"):
         if not getattr(FLAGS, name):
             raise BertJaxError(f"--{name} is required")
@@ -130,5 +142,32 @@ def main(argv: list[str]) -> None:
     logging.info("stats: %s", {k: summary[k] for k in ("instances", "tokens", "masked_fraction")})
     print(
         f"wrote {summary['instances']} instances ({summary['tokens']} tokens) to "
+        f"{len(summary['output_files'])} file(s); stats.json next to them"
+    )
+
+
+def _seq2seq_main() -> None:
+    from bert_jax.data.seq2seq_pipeline import create_seq2seq_data
+    from bert_jax.errors import BertJaxError
+
+    for name in ("input_file", "spm_model"):
+        if not getattr(FLAGS, name):
+            raise BertJaxError(f"--{name} is required with --objective={FLAGS.objective}")
+    if not FLAGS.output_file and not FLAGS.output_dir:
+        raise BertJaxError("--output_file or --output_dir is required")
+    if FLAGS.runner != "local" or FLAGS.reference_compat:
+        raise BertJaxError(f"--objective={FLAGS.objective}: only the local runner, no "
+                           "--reference_compat")  # fmt: skip
+    output_files = [f for f in FLAGS.output_file.split(",") if f] if FLAGS.output_file else None
+    summary = create_seq2seq_data(
+        FLAGS.input_file, FLAGS.output_dir, FLAGS.spm_model, objective=FLAGS.objective,
+        inputs_length=FLAGS.max_seq_length, num_shards=FLAGS.num_shards,
+        output_files=output_files, seed=FLAGS.random_seed, max_line_chars=FLAGS.max_line_chars,
+        block_bytes=FLAGS.block_bytes,
+    )  # fmt: skip
+    settings = summary["settings"]
+    print(
+        f"wrote {summary['instances']} {FLAGS.objective} examples (inputs "
+        f"{settings['inputs_length']}, targets {settings['targets_length']} tokens) to "
         f"{len(summary['output_files'])} file(s); stats.json next to them"
     )

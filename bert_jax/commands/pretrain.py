@@ -1,5 +1,6 @@
 """`bert-jax pretrain --config pretrain.py:<preset> --workdir DIR
-[--config.key=value ...]`: sharded BERT pretraining from TFRecord shards.
+[--config.key=value ...]`: sharded BERT pretraining from TFRecord shards (T5 with
+`--config t5.py:<preset>`: encoder-decoder span corruption / prefix LM, bert_jax/configs/t5.py).
 
 Rerunning the same command resumes from DIR/checkpoints exactly; SIGTERM saves and stops.
 """
@@ -15,7 +16,8 @@ _CONFIG = config_flags.DEFINE_config_file(
     "config",
     None,
     "a config by name or path: "
-    "pretrain.py:<preset> (tiny..large, L4-H256), pretrain_cpu.py, pretrain_phase2.py",
+    "pretrain.py:<preset> (tiny..large, L4-H256), pretrain_cpu.py, pretrain_phase2.py, "
+    "t5.py:<tiny|small|base> (T5 span corruption)",
 )
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory (local or gs://).")
 

@@ -318,6 +318,11 @@ def create_pretraining_data(
         spec = objectives.get(objective)
     except BertJaxError as e:
         raise BertJaxError(f"--objective: {e}") from None
+    if objectives.is_seq2seq(spec.name):
+        raise BertJaxError(
+            f"--objective={objective}: an encoder-decoder objective, written by "
+            "bert_jax.data.seq2seq_pipeline.create_seq2seq_data (--spm_model)"
+        )
     cfg = InstanceConfig(
         max_seq_length=max_seq_length,
         max_predictions_per_seq=max_predictions_per_seq,

@@ -7,7 +7,8 @@
 The data pipeline, the input pipeline, the pretraining task (and through it the trainer, AOT
 compile and experiment configs) read an objective from here; adding one is a new module beside
 these plus a line in `_BUILT`. `PLANNED` names the objectives the model family will add next,
-so that asking for one gives a clear error instead of a missing key.
+so that asking for one gives a clear error instead of a missing key. `SEQ2SEQ` holds the
+encoder-decoder objectives (span_corruption, prefix_lm: `base.Seq2SeqObjective`).
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ from bert_jax.objectives import (
     mlm_nsp,
     mlm_sop,
     permutation_lm,
+    prefix_lm,
+    span_corruption,
 )
-from bert_jax.objectives.base import Objective, TokenMasking
+from bert_jax.objectives.base import Objective, Seq2SeqObjective, TokenMasking
 
 _BUILT = (
     mlm_nsp.OBJECTIVE,
@@ -36,15 +39,27 @@ _BUILT = (
     permutation_lm.OBJECTIVE,
 )
 REGISTRY: dict[str, Objective] = {o.name: o for o in _BUILT}
-_BY_DATA_FLAG = {o.data_flag: o for o in _BUILT if o.data_flag}
-
-PLANNED = {
-    "span_corruption": "T5 span corruption; for now only through bert_jax.train.seq2seq_task",
+# Encoder-decoder objectives (T5): shards of `inputs`/`targets`, trained by
+# bert_jax.train.seq2seq_task; `get` finds them too, `names` lists only the encoder ones above.
+SEQ2SEQ: dict[str, Seq2SeqObjective] = {
+    o.name: o for o in (span_corruption.OBJECTIVE, prefix_lm.OBJECTIVE)
 }
+_BY_DATA_FLAG = {o.data_flag: o for o in (*_BUILT, *SEQ2SEQ.values()) if o.data_flag}
+
+PLANNED: dict[str, str] = {}
 
 
 def names() -> list[str]:
     return list(REGISTRY)
+
+
+def seq2seq_names() -> list[str]:
+    return list(SEQ2SEQ)
+
+
+def is_seq2seq(name: str) -> bool:
+    """True for an encoder-decoder objective (by registry or create-pretraining-data name)."""
+    return isinstance(REGISTRY.get(name) or _BY_DATA_FLAG.get(name), Seq2SeqObjective)
 
 
 def data_flags() -> list[str]:
@@ -52,15 +67,18 @@ def data_flags() -> list[str]:
     return list(_BY_DATA_FLAG)
 
 
-def get(name: str) -> Objective:
+def get(name: str) -> Objective | Seq2SeqObjective:
     """An objective by registry name (`mlm_nsp`) or create-pretraining-data name (`nsp`)."""
-    found = REGISTRY.get(name) or _BY_DATA_FLAG.get(name)
+    found = REGISTRY.get(name) or SEQ2SEQ.get(name) or _BY_DATA_FLAG.get(name)
     if found is not None:
         return found
     if name in PLANNED:
         raise BertJaxError(f"objective {name!r} ({PLANNED[name]}) is planned but not built yet")
-    known = sorted({*REGISTRY, *_BY_DATA_FLAG})
+    known = sorted({*REGISTRY, *SEQ2SEQ, *_BY_DATA_FLAG})
     raise BertJaxError(f"objective {name!r}: use one of {', '.join(known)}")
 
 
-__all__ = ["PLANNED", "REGISTRY", "Objective", "TokenMasking", "data_flags", "get", "names"]
+__all__ = [
+    "PLANNED", "REGISTRY", "SEQ2SEQ", "Objective", "Seq2SeqObjective", "TokenMasking",
+    "data_flags", "get", "is_seq2seq", "names", "seq2seq_names",
+]  # fmt: skip

@@ -120,3 +120,35 @@ class Objective:
             out.update(extra)
         out["example_mask"] = ((batch_size,), np.dtype(np.float32))
         return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Seq2SeqObjective:
+    """An encoder-decoder objective (T5): a chunk of raw token ids -> (inputs, targets), each
+    ending with EOS. Its shards hold int64 `inputs` [inputs_length] and `targets`
+    [targets_length], zero-padded; the model, loss and metrics are `bert_jax.train.seq2seq_task`'s
+    (teacher-forced cross-entropy on the targets), the same for every such objective, so it
+    declares no heads or loss of its own."""
+
+    name: str
+    description: str
+    # inputs_length -> (raw tokens per chunk, targets_length): the geometry of the shards.
+    lengths: Callable[[int], tuple[int, int]]
+    # (chunk of raw ids, rng, vocab size with sentinels) -> (inputs, targets) with EOS.
+    make_example: Callable[[np.ndarray, np.random.Generator, int], tuple[np.ndarray, np.ndarray]]
+    uses_sentinels: bool  # targets hold sentinel ids (top of the vocabulary)
+    data_flag: str = ""
+
+    def shard_schema(self, inputs_length: int, targets_length: int) -> Schema:
+        return (
+            Feature("inputs", inputs_length, "int64"),
+            Feature("targets", targets_length, "int64"),
+        )
+
+    def batch_shapes(
+        self, batch_size: int, inputs_length: int, targets_length: int
+    ) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+        return {
+            f.name: ((batch_size, f.length), np.dtype(np.int32))
+            for f in self.shard_schema(inputs_length, targets_length)
+        }

@@ -19,6 +19,8 @@ import dataclasses
 
 import numpy as np
 
+from bert_jax.objectives.base import Seq2SeqObjective
+
 EOS_ID, PAD_ID = 1, 0
 
 
@@ -103,3 +105,21 @@ def pad_to(x: np.ndarray, length: int) -> np.ndarray:
     if len(x) > length:
         raise ValueError(f"sequence of {len(x)} does not fit {length}")
     return np.pad(x, (0, length - len(x)), constant_values=PAD_ID)
+
+
+def _example(tokens: np.ndarray, rng: np.random.Generator, vocab_size: int):
+    return corrupt(tokens, rng, vocab_size)
+
+
+def _lengths(inputs_length: int) -> tuple[int, int]:
+    return random_spans_helper(inputs_length)
+
+
+OBJECTIVE = Seq2SeqObjective(
+    name="span_corruption",
+    description="T5 span corruption: 15% of the tokens in spans of mean length 3 -> sentinels",
+    lengths=_lengths,
+    make_example=_example,
+    uses_sentinels=True,
+    data_flag="span_corruption",
+)

@@ -19,6 +19,7 @@ from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
 from bert_jax.input.geometry import check_shard_geometry
 from bert_jax.interop import export_hf, graft_encoder, load_pretrained
+from bert_jax.objectives import is_seq2seq
 from bert_jax.tokenization.byte_bpe import file_set_of, is_byte_bpe_file
 from bert_jax.train.loop import TrainResult, maybe_initialize_distributed, train
 from bert_jax.train.pretraining import bert_config_from, export_electra_generator, pretraining_task
@@ -40,6 +41,10 @@ def _init_params_fn(path: str, bert_config: BertConfig) -> Callable[[Any], Any]:
 
 
 def run_pretraining(config: Any, workdir: str, batches: Any = None) -> TrainResult:
+    if is_seq2seq(config.get("objective", "")):  # T5 (bert_jax/configs/t5.py)
+        from bert_jax.runs.seq2seq_pretrain import run_seq2seq_pretraining
+
+        return run_seq2seq_pretraining(config, workdir, batches)
     check_training_config(config)  # before the model, the vocab or the workdir
     check_shard_geometry(config)  # the shards' max_seq_length etc. (their stats.json)
     maybe_initialize_distributed(config)

@@ -1,0 +1,34 @@
+"""Config -> encoder-decoder pretraining run (T5 span corruption / prefix LM) through the one
+loop: what `bert-jax pretrain` runs when config.objective is an encoder-decoder objective
+(bert_jax/configs/t5.py). The workdir is a seq2seq workdir: config.json holds the model under
+"seq2seq" and names the sentencepiece model copied beside it, so `bert-jax generate
+--init_checkpoint=WORKDIR` decodes from it (bert_jax.interop.seq2seq_load)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+from etils import epath
+
+from bert_jax.aot.pretraining import check_trainer_fits
+from bert_jax.errors import BertJaxError
+from bert_jax.train.loop import TrainResult, maybe_initialize_distributed, train
+from bert_jax.train.seq2seq_pretraining import seq2seq_pretraining_task
+from bert_jax.train.validate import check_training_config
+
+
+def run_seq2seq_pretraining(config: Any, workdir: str, batches: Any = None) -> TrainResult:
+    check_training_config(config)
+    if config.get("init_checkpoint"):
+        raise BertJaxError("config.init_checkpoint: not supported for seq2seq pretraining yet")
+    maybe_initialize_distributed(config)
+    task = seq2seq_pretraining_task(config)
+    wd = epath.Path(workdir)
+    spm = wd / "spiece.model"  # transformers' file name; the workdir is self-contained
+    if jax.process_index() == 0 and not spm.exists():
+        wd.mkdir(parents=True, exist_ok=True)
+        epath.Path(config.spm_model).copy(spm)
+    record = {"seq2seq": task.config.to_dict(), "spm_model": str(spm)}
+    return train(config, task, workdir, workdir_config=record, batches=batches,
+                 preflight=check_trainer_fits)  # fmt: skip
