@@ -187,7 +187,8 @@ def test_squad_answer_inside_a_word_is_spelled_from_the_pieces(mrpc):
     from bert_jax.tasks import squad, squad_predict
 
     tokenizer = mrpc[1]
-    ex = squad.SquadExample("q0", "When was it sold?", "The chain was sold in 1998, then".split())
+    words = ["The", "chain", "was", "sold", "in", "1998,", "then"]
+    ex = squad.SquadExample("q0", "When was it sold?", words)
     arrays, feats = squad.featurize([ex], tokenizer, max_seq_length=MAX_LEN, doc_stride=16,
                                     max_query_length=16)  # fmt: skip
     feat = feats[0]

@@ -22,11 +22,8 @@ does the same for the one configured point.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import logging
-import tempfile
-from collections.abc import Iterator
 from typing import Any
 
 import jax
@@ -35,35 +32,17 @@ from etils import epath
 from flax.core import meta
 
 from bert_jax.aot.pretraining import check_trainer_fits
-from bert_jax.atomic_write import write_json_atomic
 from bert_jax.errors import BertJaxError
 from bert_jax.interop import graft_encoder, load_pretrained
 from bert_jax.interop.xlnet import is_xlnet_dir
-from bert_jax.tasks import feature_ner, xlnet_finetune
+from bert_jax.tasks import feature_ner, text_to_text, xlnet_finetune
 from bert_jax.tasks.arrays import TrainBatches, eval_batches
 from bert_jax.tasks.jobs import make_job
+from bert_jax.tasks.run_setup import output_dir, run_config, run_mesh, write_json
 from bert_jax.tokenization import ByteBpeTokenizer, FullTokenizer
 from bert_jax.tokenization.byte_bpe import is_byte_bpe_file
 from bert_jax.train import loop
-from bert_jax.train import mesh as mesh_lib
 from bert_jax.train.validate import check_finetune_config
-
-
-def write_json(obj: Any, path: str | epath.Path) -> None:
-    if jax.process_index() == 0:
-        write_json_atomic(path, obj, sort_keys=True)
-
-
-@contextlib.contextmanager
-def _output_dir(workdir: epath.Path) -> Iterator[str]:
-    """Where a job writes prediction files: the workdir on process 0; a scratch directory,
-    deleted afterwards, on the others (they compute the same metrics, so the files would be
-    identical copies)."""
-    if jax.process_index() == 0:
-        yield str(workdir)
-        return
-    with tempfile.TemporaryDirectory(prefix="bert-jax-predictions-") as scratch:
-        yield scratch
 
 
 def _tokenizer_and_weights(cfg):
@@ -98,23 +77,6 @@ def _tokenizer_and_weights(cfg):
     return FullTokenizer(str(vocab), do_lower_case=lower), pre, lower
 
 
-def run_config(cfg, num_examples: int, lr: float, epochs: float, batch: int, seed: int):
-    """The config of one run: a copy of the fine-tuning config with this run's hyperparameters and
-    train_steps = int(examples / batch * epochs), warmup_steps = train_steps x warmup_proportion."""
-    if cfg.train_steps or cfg.warmup_steps:
-        raise BertJaxError(
-            "fine-tuning derives train_steps and warmup_steps from the data: set "
-            "num_train_epochs and warmup_proportion instead"
-        )
-    run = cfg.copy_and_resolve_references()
-    steps = max(1, int(num_examples / batch * epochs))
-    run.learning_rate, run.num_train_epochs, run.train_batch_size = lr, epochs, batch
-    run.seed = seed
-    run.train_steps = steps
-    run.warmup_steps = int(steps * cfg.warmup_proportion)
-    return run
-
-
 def predict(trainer, params, arrays: dict[str, np.ndarray], batch_size: int):
     """`trainer.predict_step` over every row of `arrays` (the batch padded to a multiple of the
     batch devices, padding rows dropped): numpy outputs, or a tuple of them (SQuAD)."""
@@ -126,14 +88,6 @@ def predict(trainer, params, arrays: dict[str, np.ndarray], batch_size: int):
         out = jax.device_get(trainer.predict_step(params, trainer.place_batch(batch)))
         outs.append(jax.tree.map(lambda x, r=real: np.asarray(x)[:r], out))
     return jax.tree.map(lambda *xs: np.concatenate(xs), *outs)
-
-
-def _mesh(cfg):
-    """The configured mesh over all devices, or over the first `num_devices` (0 = all)."""
-    devices = jax.devices()
-    if cfg.get("num_devices", 0):
-        devices = devices[: cfg.num_devices]
-    return mesh_lib.make_mesh(cfg.mesh, devices)
 
 
 def truncated_normal(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
@@ -199,12 +153,12 @@ def run_once(cfg, job, pre, workdir: str | epath.Path) -> dict[str, float]:
         workdir_config=_model_config(pre),
         init_params=init,
         batches=TrainBatches(train, batch, cfg.seed),
-        mesh=_mesh(cfg),
+        mesh=run_mesh(cfg),
         preflight=check_trainer_fits,
     )
     trainer, params = result.trainer, result.state.params
     metrics: dict[str, float] = {}
-    with _output_dir(workdir) as out_dir:
+    with output_dir(workdir) as out_dir:
         for split in job.evals:
             out = predict(trainer, params, split.arrays, cfg.eval_batch_size)
             metrics.update(job.score(split, out, out_dir))
@@ -231,8 +185,6 @@ def _summary(runs: list[dict[str, float]]) -> dict[str, float]:
 
 def finetune(cfg, workdir: str | epath.Path) -> dict[str, float]:
     check_finetune_config(cfg)  # before loading weights and data
-    from bert_jax.tasks import text_to_text  # it builds on this module
-
     if cfg.init_checkpoint and text_to_text.is_seq2seq_checkpoint(cfg.init_checkpoint):
         return text_to_text.finetune(cfg, workdir)
     tokenizer, pre, lower = _tokenizer_and_weights(cfg)

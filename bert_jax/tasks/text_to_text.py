@@ -32,7 +32,7 @@ from bert_jax.input.seq2seq import Seq2SeqBatches
 from bert_jax.interop.seq2seq_load import Seq2SeqPretrained, load_seq2seq, write_workdir_record
 from bert_jax.model.seq2seq import EncoderDecoder, stack_seq2seq
 from bert_jax.tasks import glue, squad, squad_eval
-from bert_jax.tasks.runner import _mesh, _output_dir, run_config, write_json
+from bert_jax.tasks.run_setup import output_dir, run_config, run_mesh, write_json
 from bert_jax.tokenization.t5_vocab import T5Vocab
 from bert_jax.train import loop
 from bert_jax.train.seq2seq_task import Seq2SeqTask
@@ -205,11 +205,11 @@ def finetune(cfg, workdir: str | epath.Path) -> dict[str, float]:
     workdir = epath.Path(workdir)
     result = loop.train(run, task, str(workdir),
                         workdir_config=write_workdir_record(pre.config, str(spm)),
-                        init_params=init, mesh=_mesh(cfg))  # fmt: skip
+                        init_params=init, mesh=run_mesh(cfg))  # fmt: skip
     params = jax.device_get(result.state.params)
     dev_ids = encode(vocab, data.dev_inputs, cfg.max_seq_length)
     outputs = decode(config, params, vocab, dev_ids, cfg.eval_batch_size, targets_length)
-    with _output_dir(workdir) as out_dir:  # process 0 writes; the others score the same outputs
+    with output_dir(workdir) as out_dir:  # process 0 writes; the others score the same outputs
         metrics = data.score(outputs, out_dir)
     metrics["train_steps"] = float(run.train_steps)
     write_json(metrics, workdir / "eval_results.json")
