@@ -57,9 +57,11 @@ def _load_workdir(path: epath.Path, step: int | None) -> Seq2SeqPretrained:
         ckpt.close()
     params = unstack_seq2seq(params)
     params = jax.tree.map(lambda x: np.asarray(x, np.float32), params.get("params", params))
+    # The workdir's own copy first: the recorded path may be relative to another directory.
     spm = record.get("spm_model") or (record.get("config") or {}).get("spm_model")
-    spm_path = epath.Path(spm) if spm else path / "spiece.model"
-    return Seq2SeqPretrained(cfg, params, spm_path if spm_path.exists() else None, str(path))
+    candidates = (path / "spiece.model", epath.Path(spm) if spm else None)
+    found = [p for p in candidates if p is not None and p.exists()]
+    return Seq2SeqPretrained(cfg, params, found[0] if found else None, str(path))
 
 
 def write_workdir_record(cfg: Seq2SeqConfig, spm_model: str | None) -> dict:
