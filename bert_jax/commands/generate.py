@@ -1,14 +1,17 @@
-"""`bert-jax generate`: decode from an encoder-decoder (T5 or the Transformer), one JSON line per
-input line: {"input": text, "output": text, "output_ids": [ids]} (`output_ids` without the
-decoder start token, up to and including EOS).
+"""`bert-jax generate`: decode from an encoder-decoder (T5 or the Transformer) or from the
+left-to-right LM of the ablations (a causal BERT), one JSON line per input line: {"input": text,
+"output": text, "output_ids": [ids]} (`output_ids` without the decoder start token, up to and
+including EOS; for the causal BERT the continuation of `[CLS] line`, up to and including [SEP]).
 
   bert-jax generate --init_checkpoint=t5_dir --input_file=in.txt --output_file=out.jsonl \\
       [--num_beams=4 --length_penalty=1.0 --max_new_tokens=32] \\
       [--do_sample --temperature=0.7 --top_k=50 --top_p=0.9 --seed=0]
 
-`--init_checkpoint` is a Hugging Face T5 directory (config.json, model.safetensors, spiece.model)
-or a bert-jax seq2seq workdir. Greedy by default; beam search with --num_beams > 1 (length
-penalty and early stopping as transformers defines them); sampling with --do_sample.
+`--init_checkpoint` is a Hugging Face T5 directory (config.json, model.safetensors, spiece.model),
+a bert-jax seq2seq workdir, or a causal BERT (a `--config.objective=ltr` workdir, or a Hugging
+Face BertLMHeadModel directory with vocab.txt). Greedy by default; beam search with
+--num_beams > 1 (length penalty and early stopping as transformers defines them); sampling with
+--do_sample.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from absl import flags
 from bert_jax.errors import BertJaxError
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("init_checkpoint", None, "Hugging Face T5 directory or seq2seq workdir.")
+flags.DEFINE_string("init_checkpoint", None, "T5 dir, seq2seq workdir or causal BERT.")
 flags.DEFINE_string("input_file", None, "Text, one input per line.")
 flags.DEFINE_string("output_file", None, "JSON lines, one object per input line.")
 flags.DEFINE_string("spm_model", None, "T5 sentencepiece model (default: the checkpoint's).")
@@ -47,10 +50,7 @@ def main(argv: list[str]) -> None:
     from etils import epath
 
     from bert_jax.atomic_write import open_atomic
-    from bert_jax.decoding.generate_text import generate_lines
     from bert_jax.decoding.seq2seq import GenerateSettings
-    from bert_jax.interop.seq2seq_load import load_seq2seq
-    from bert_jax.tokenization.t5_vocab import T5Vocab
 
     settings = GenerateSettings(
         max_new_tokens=FLAGS.max_new_tokens, num_beams=FLAGS.num_beams,
@@ -63,15 +63,52 @@ def main(argv: list[str]) -> None:
     if not source.exists():
         raise BertJaxError(f"--input_file={FLAGS.input_file}: no such file")
     lines = source.read_text().splitlines()
+    if _is_bert(FLAGS.init_checkpoint):
+        rows = _causal_rows(lines, settings)
+    else:
+        rows = _seq2seq_rows(lines, settings)
+    with open_atomic(FLAGS.output_file) as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    print(f"bert-jax generate: {len(lines)} lines -> {FLAGS.output_file}")
+
+
+def _is_bert(path: str) -> bool:
+    """A BERT workdir or Hugging Face BERT directory (the causal-LM path checks `causal`)."""
+    from etils import epath
+
+    config = epath.Path(path) / "config.json"
+    try:
+        raw = json.loads(config.read_text()) if config.exists() else {}
+    except (OSError, ValueError):
+        return False
+    return "bert" in raw or raw.get("model_type") == "bert"
+
+
+def _causal_rows(lines: list[str], settings):
+    from bert_jax.decoding.causal_lm import generate_causal_lines
+    from bert_jax.interop import load_pretrained
+    from bert_jax.tokenization import FullTokenizer
+
+    pretrained = load_pretrained(FLAGS.init_checkpoint)
+    if not pretrained.vocab_file:
+        raise BertJaxError(f"{FLAGS.init_checkpoint}: no vocab.txt next to the causal BERT")
+    lower = True if pretrained.do_lower_case is None else pretrained.do_lower_case
+    tokenizer = FullTokenizer(str(pretrained.vocab_file), do_lower_case=lower)
+    return generate_causal_lines(pretrained, tokenizer, lines, settings, FLAGS.batch_size,
+                                 FLAGS.max_input_length, FLAGS.seed)  # fmt: skip
+
+
+def _seq2seq_rows(lines: list[str], settings):
+    from bert_jax.decoding.generate_text import generate_lines
+    from bert_jax.interop.seq2seq_load import load_seq2seq
+    from bert_jax.tokenization.t5_vocab import T5Vocab
+
     pretrained = load_seq2seq(FLAGS.init_checkpoint)
     spm = FLAGS.spm_model or pretrained.spm_model
     if spm is None:
         raise BertJaxError(f"{FLAGS.init_checkpoint}: no spiece.model; give --spm_model")
     vocab = T5Vocab.for_model(spm, pretrained.config.vocab_size)
-    rows = generate_lines(pretrained, vocab, lines, settings, FLAGS.batch_size,
+    return generate_lines(pretrained, vocab, lines, settings, FLAGS.batch_size,
                           FLAGS.max_input_length, FLAGS.seed)  # fmt: skip
-    with open_atomic(FLAGS.output_file) as f:
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
-    print(f"bert-jax generate: {len(lines)} lines -> {FLAGS.output_file}")
 
