@@ -240,9 +240,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                   for name, a in (("train", e_tr), ("dev", e_dev))}  # fmt: skip
             erows = {"train": {**{k: e_tr[k] for k in labels}, "features": ef["train"]},
                      "dev": {**{k: e_dev[k] for k in labels}, "features": ef["dev"]}}  # fmt: skip
-            etask = elmo_ner.ElmoTaggingTask(ef["train"].shape[1], ef["train"].shape[-1],
-                                             len(ner.LABELS), args.tagger_batch, args.seq,
-                                             args.lstm_size)  # fmt: skip
+            etask = elmo_ner.ElmoTaggingTask(ef["train"].shape[-1], len(ner.LABELS),
+                                             args.tagger_batch, args.seq, args.lstm_size,
+                                             num_layers=ef["train"].shape[1])  # fmt: skip
             arms[f"ELMo {which}"] = (etask, erows, e_win)
         tag = f"ep{args.tagger_epochs:g}_lr{args.tagger_lr:g}_lstm{args.lstm_size}"
         for arm, (t, r, win) in arms.items():

@@ -10,16 +10,12 @@ than the window are split at word boundaries.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from bert_jax.model.elmo import ElmoTagger
 from bert_jax.tasks import elmo_lm, ner
-from bert_jax.tasks.train_tasks import cross_entropy
-from bert_jax.train.task import Batch, Metrics
+from bert_jax.tasks.feature_ner import FeatureTaggingTask
 
 
 def featurize(
@@ -55,48 +51,15 @@ def featurize(
 
 
 @dataclasses.dataclass
-class ElmoTaggingTask:
-    """`ElmoTagger` over precomputed frozen layers `features` [B, N, L, F] (float16)."""
+class ElmoTaggingTask(FeatureTaggingTask):
+    """`ElmoTagger` (scalar mix + the BiLSTM) over precomputed frozen layers `features`
+    [B, N, L, F] (float16); loss, predictions and FLOPs as `FeatureTaggingTask`."""
 
-    num_layers: int  # ELMo layers incl. the embedding (num_layers + 1 of the biLM)
-    feature_size: int
-    num_labels: int
-    global_batch_size: int
-    max_seq_length: int
-    lstm_size: int = 768
+    num_layers: int = 3  # ELMo layers incl. the embedding (num_layers + 1 of the biLM)
+    features_input = "layers_BxNxLxF"
 
     def __post_init__(self) -> None:
         self.model = ElmoTagger(self.num_labels, self.lstm_size)
 
-    def init_inputs(self) -> dict[str, jax.ShapeDtypeStruct]:
-        b, n, seq, f = (self.global_batch_size, self.num_layers, self.max_seq_length,
-                        self.feature_size)  # fmt: skip
-        return {
-            "features": jax.ShapeDtypeStruct((b, n, seq, f), jnp.float16),
-            "input_mask": jax.ShapeDtypeStruct((b, seq), jnp.int32),
-            "labels": jax.ShapeDtypeStruct((b, seq), jnp.int32),
-            "label_weights": jax.ShapeDtypeStruct((b, seq), jnp.float32),
-        }
-
-    def model_inputs(self, batch: Batch) -> dict[str, jax.Array]:
-        return {"layers_BxNxLxF": batch["features"], "input_mask_BxL": batch["input_mask"]}
-
-    def predict(self, params: Any, batch: Batch) -> jax.Array:
-        return self.model.apply({"params": params}, **self.model_inputs(batch))
-
-    def loss_fn(
-        self, params: Any, batch: Batch, rng: jax.Array, deterministic: bool
-    ) -> tuple[jax.Array, Metrics]:
-        logits_BxLxC = self.model.apply(
-            {"params": params}, **self.model_inputs(batch), deterministic=deterministic,
-            rngs=None if deterministic else {"dropout": rng},
-        )  # fmt: skip
-        w_BxL = batch["label_weights"]
-        denom = jnp.sum(w_BxL) + 1e-5
-        loss = jnp.sum(cross_entropy(logits_BxLxC, batch["labels"]) * w_BxL) / denom
-        return loss, {"loss": loss}
-
-    def flops_per_step(self, global_batch_size: int) -> float:
-        f, h = self.feature_size, self.lstm_size
-        per_tok = 2 * 2 * 4 * h * (f + h) + 2 * 2 * 4 * h * (2 * h + h)  # as FeatureTaggingTask
-        return 3.0 * global_batch_size * self.max_seq_length * per_tok
+    def _features_shape(self) -> tuple[int, ...]:
+        return (self.global_batch_size, self.num_layers, self.max_seq_length, self.feature_size)

@@ -58,17 +58,22 @@ class FeatureTaggingTask:
     def __post_init__(self) -> None:
         self.model = BiLSTMTagger(self.num_labels, self.lstm_size)
 
+    features_input = "features_BxLxF"  # the tagger's argument that takes `features`
+
+    def _features_shape(self) -> tuple[int, ...]:
+        return (self.global_batch_size, self.max_seq_length, self.feature_size)
+
     def init_inputs(self) -> dict[str, jax.ShapeDtypeStruct]:
         b, seq_len = self.global_batch_size, self.max_seq_length
         return {
-            "features": jax.ShapeDtypeStruct((b, seq_len, self.feature_size), jnp.float16),
+            "features": jax.ShapeDtypeStruct(self._features_shape(), jnp.float16),
             "input_mask": jax.ShapeDtypeStruct((b, seq_len), jnp.int32),
             "labels": jax.ShapeDtypeStruct((b, seq_len), jnp.int32),
             "label_weights": jax.ShapeDtypeStruct((b, seq_len), jnp.float32),
         }
 
     def model_inputs(self, batch: Batch) -> dict[str, jax.Array]:
-        return {"features_BxLxF": batch["features"], "input_mask_BxL": batch["input_mask"]}
+        return {self.features_input: batch["features"], "input_mask_BxL": batch["input_mask"]}
 
     def predict(self, params: Any, batch: Batch) -> jax.Array:
         return self.model.apply({"params": params}, **self.model_inputs(batch))
