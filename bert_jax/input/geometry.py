@@ -6,6 +6,7 @@ exact flags that fix it either way."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from etils import epath
@@ -34,15 +35,18 @@ def shard_settings(files: str) -> tuple[epath.Path, dict[str, Any]] | None:
     return None
 
 
+def run_shard_settings(config: Any) -> Iterator[tuple[str, epath.Path, dict[str, Any]]]:
+    """(config key, stats.json, settings) for the run's train and eval shards that have one."""
+    for key in ("train_files", "eval_files"):
+        if config.get(key):
+            found = shard_settings(config[key])
+            if found is not None:
+                yield key, *found
+
+
 def check_shard_geometry(config: Any) -> None:
     """Raise naming the flags when the run's geometry is not the shards'."""
-    for key in ("train_files", "eval_files"):
-        if not config.get(key):
-            continue
-        found = shard_settings(config[key])
-        if found is None:
-            continue
-        path, settings = found
+    for key, path, settings in run_shard_settings(config):
         checked = GEOMETRY
         if settings.get("dynamic_masking") or config.get("dynamic_masking"):
             checked = ("max_seq_length",)  # masks are drawn at training time

@@ -17,7 +17,7 @@ import numpy as np
 from bert_jax import objectives
 from bert_jax.errors import BertJaxError
 from bert_jax.input.batches import expand_files
-from bert_jax.input.geometry import shard_settings
+from bert_jax.input.geometry import run_shard_settings
 from bert_jax.input.seq2seq import Seq2SeqBatches, read_shards
 from bert_jax.model.seq2seq import Seq2SeqConfig, seq2seq_preset
 from bert_jax.objectives.base import Seq2SeqObjective
@@ -58,13 +58,7 @@ def seq2seq_config_from(config: Any, vocab_size: int) -> Seq2SeqConfig:
 def check_seq2seq_shards(config: Any, targets_length: int, vocab_size: int) -> None:
     """The shards' stats.json against the run: objective, lengths and vocabulary (sentinel ids
     count down from its size) must be the run's; shards without a stats.json are read as is."""
-    for key in ("train_files", "eval_files"):
-        if not config.get(key):
-            continue
-        found = shard_settings(config[key])
-        if found is None:
-            continue
-        path, settings = found
+    for key, path, settings in run_shard_settings(config):
         ours = {"objective": objectives.get(config.objective).name,
                 "inputs_length": int(config.max_seq_length), "targets_length": targets_length,
                 "vocab_size": vocab_size}  # fmt: skip
