@@ -18,6 +18,7 @@ an STS-B string that is not a number scores -1. Outputs: `eval_results.json`,
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
@@ -26,11 +27,12 @@ import numpy as np
 from etils import epath
 
 from bert_jax.atomic_write import write_text_atomic
-from bert_jax.decoding.seq2seq import GenerateSettings, Seq2SeqGenerator, trim
+from bert_jax.decoding.generate_text import generate_lines
+from bert_jax.decoding.seq2seq import GenerateSettings
 from bert_jax.errors import BertJaxError
 from bert_jax.input.seq2seq import Seq2SeqBatches
 from bert_jax.interop.seq2seq_load import Seq2SeqPretrained, load_seq2seq, write_workdir_record
-from bert_jax.model.seq2seq import EncoderDecoder, stack_seq2seq
+from bert_jax.model.seq2seq import stack_seq2seq
 from bert_jax.tasks import glue, squad, squad_eval
 from bert_jax.tasks.run_setup import output_dir, run_config, run_mesh, write_json
 from bert_jax.tokenization.t5_vocab import T5Vocab
@@ -48,16 +50,6 @@ LABEL_WORDS = {
     "rte": ("entailment", "not_entailment"),
     "wnli": ("not_entailment", "entailment"),
 }
-
-
-def is_seq2seq_checkpoint(path: str | os.PathLike) -> bool:
-    """A Hugging Face T5 directory or a workdir whose config.json holds a seq2seq model."""
-    config = epath.Path(path) / "config.json"
-    try:
-        raw = json.loads(config.read_text()) if config.exists() else {}
-    except (OSError, json.JSONDecodeError):
-        return False
-    return raw.get("model_type") == "t5" or "seq2seq" in raw
 
 
 # ---- examples as strings ------------------------------------------------------------------------
@@ -168,19 +160,6 @@ class _Data:
         return squad_eval.evaluate_v2(dataset, preds, odds, 0.5)
 
 
-def decode(pre_config, params, vocab: T5Vocab, ids_NxS: np.ndarray, batch: int,
-           max_new_tokens: int) -> list[str]:  # fmt: skip
-    """Greedy decoding of every row, in fixed-shape batches (the last padded with copies)."""
-    gen = Seq2SeqGenerator(EncoderDecoder(pre_config), GenerateSettings(max_new_tokens))
-    outputs = []
-    for start in range(0, len(ids_NxS), batch):
-        chunk = ids_NxS[start : start + batch]
-        rows = np.concatenate([chunk, np.repeat(chunk[-1:], batch - len(chunk), 0)])
-        out = np.asarray(gen(params, rows, (rows != 0).astype(np.int32)))
-        outputs += [vocab.decode(trim(t, pre_config.eos_token_id)) for t in out[: len(chunk)]]
-    return outputs
-
-
 def finetune(cfg, workdir: str | epath.Path) -> dict[str, float]:
     """One text-to-text run of `cfg` (a glue or squad fine-tuning config whose init_checkpoint
     is an encoder-decoder); `cfg.max_target_length` bounds targets and decoding."""
@@ -206,9 +185,10 @@ def finetune(cfg, workdir: str | epath.Path) -> dict[str, float]:
     result = loop.train(run, task, str(workdir),
                         workdir_config=write_workdir_record(pre.config, str(spm)),
                         init_params=init, mesh=run_mesh(cfg))  # fmt: skip
-    params = jax.device_get(result.state.params)
-    dev_ids = encode(vocab, data.dev_inputs, cfg.max_seq_length)
-    outputs = decode(config, params, vocab, dev_ids, cfg.eval_batch_size, targets_length)
+    trained = dataclasses.replace(pre, config=config, params=jax.device_get(result.state.params))
+    rows = generate_lines(trained, vocab, data.dev_inputs, GenerateSettings(targets_length),
+                          cfg.eval_batch_size, cfg.max_seq_length)  # greedy, `generate`'s path
+    outputs = [row["output"] for row in rows]
     with output_dir(workdir) as out_dir:  # process 0 writes; the others score the same outputs
         metrics = data.score(outputs, out_dir)
     metrics["train_steps"] = float(run.train_steps)
