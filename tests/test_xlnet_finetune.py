@@ -15,6 +15,7 @@ from bert_jax.corpus import embedded
 from bert_jax.errors import BertJaxError
 from bert_jax.tasks import runner, xlnet_finetune, xlnet_layout
 from bert_jax.tasks.jobs import make_job
+from bert_jax.tokenization.layout import XLNET_PAD_SEGMENT
 from bert_jax.tokenization.sentencepiece_tokenizer import XLNetTokenizer
 from bert_jax.train.config import finetune_config
 
@@ -88,7 +89,7 @@ def test_rows_are_laid_out_as_xlnet_tokenizer_does(mrpc, xlnet_dir):
     # Token types of real tokens; padding is 3 (XLNetTokenizer.pad_token_type_id), though its
     # padding call writes 0 there: masked keys, so the value never reaches a real token.
     real = np.asarray(enc["attention_mask"]) == 1
-    theirs = np.where(real, enc["token_type_ids"], xlnet_layout.PAD_SEGMENT)
+    theirs = np.where(real, enc["token_type_ids"], XLNET_PAD_SEGMENT)
     np.testing.assert_array_equal(job.train["segment_ids"][fits], theirs)
     assert (job.train["input_mask"][fits, 0] == 0).any()  # padded, on the left
 

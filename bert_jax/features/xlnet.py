@@ -18,9 +18,8 @@ from bert_jax.errors import BertJaxError
 from bert_jax.features.extract import Features, _truncate_pair, read_examples, to_json
 from bert_jax.interop.xlnet import read_xlnet_dir
 from bert_jax.model.xlnet import XLNet
+from bert_jax.tokenization.layout import XLNET_CLS_SEGMENT, XLNET_PAD_SEGMENT
 from bert_jax.tokenization.sentencepiece_tokenizer import XLNetTokenizer
-
-PAD_SEGMENT = 3  # XLNetTokenizer's pad_token_type_id
 
 
 def featurize(examples, seq_length: int, tokenizer: XLNetTokenizer) -> list[Features]:
@@ -36,12 +35,12 @@ def featurize(examples, seq_length: int, tokenizer: XLNetTokenizer) -> list[Feat
         tokens, segments = [*a, "<sep>"], [0] * (len(a) + 1)
         if b is not None:
             tokens, segments = tokens + [*b, "<sep>"], segments + [1] * (len(b) + 1)
-        tokens, segments = tokens + ["<cls>"], segments + [2]
+        tokens, segments = tokens + ["<cls>"], segments + [XLNET_CLS_SEGMENT]
         pad = seq_length - len(tokens)
         ids = np.full(seq_length, tokenizer.vocab["<pad>"], np.int32)
         ids[pad:] = tokenizer.convert_tokens_to_ids(tokens)
         mask = (np.arange(seq_length) >= pad).astype(np.int32)
-        seg = np.full(seq_length, PAD_SEGMENT, np.int32)
+        seg = np.full(seq_length, XLNET_PAD_SEGMENT, np.int32)
         seg[pad:] = segments
         out.append(Features(ex.unique_id, tokens, ids, mask, seg))
     return out

@@ -29,8 +29,8 @@ import dataclasses
 import numpy as np
 
 from bert_jax.objectives.base import Objective
+from bert_jax.tokenization.layout import XLNET_CLS_SEGMENT
 
-CLS_SEGMENT = 2
 NGRAM_P = 1.0 / np.arange(1, 6)
 NGRAM_P = NGRAM_P / NGRAM_P.sum()
 
@@ -48,7 +48,7 @@ def to_xlnet_layout(
     ids = np.where(real_BxL, np.take_along_axis(ids_BxL, src_BxL, 1), ids_BxL)
     seg = np.where(real_BxL, np.take_along_axis(seg_BxL, src_BxL, 1), seg_BxL)
     last_BxL = np.arange(length)[None] == (n_B - 1)[:, None]
-    seg = np.where(last_BxL, CLS_SEGMENT, seg)
+    seg = np.where(last_BxL, XLNET_CLS_SEGMENT, seg)
     # [SEP] ends each segment: the token before a segment change (the [CLS] slot included).
     nxt = np.concatenate([seg[:, 1:], seg[:, -1:]], 1)
     func = real_BxL & ((nxt != seg) | last_BxL)

@@ -21,7 +21,7 @@ from bert_jax.interop import hf
 from bert_jax.interop.xlnet import read_xlnet_dir
 from bert_jax.model.xlnet import XLNetConfig
 from bert_jax.tasks import xlnet_layout
-from bert_jax.tasks.jobs import Split
+from bert_jax.tasks.jobs import GlueJob, Split, SwagJob
 from bert_jax.tokenization.sentencepiece_tokenizer import XLNetTokenizer
 
 
@@ -58,10 +58,10 @@ class XLNetLayoutJob:
     """A task family's job (`bert_jax.tasks.jobs`) whose arrays are in XLNet's layout."""
 
     def __init__(self, job: Any):
-        if type(job).__name__ == "SwagJob":
+        if isinstance(job, SwagJob):
             raise BertJaxError("multiple choice (SWAG): not built for XLNet")
         self.job = job
-        self._per_token = type(job).__name__ != "GlueJob"  # tagging and span logits
+        self._per_token = not isinstance(job, GlueJob)  # tagging and span logits
 
     def __getattr__(self, name: str) -> Any:  # num_train_examples, stats, headline, ...
         return getattr(self.job, name)

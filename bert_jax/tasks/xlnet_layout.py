@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-CLS_SEGMENT = 2  # XLNetTokenizer's token type of <cls>
-PAD_SEGMENT = 3  # XLNetTokenizer's pad_token_type_id
+from bert_jax.tokenization.layout import XLNET_CLS_SEGMENT, XLNET_PAD_SEGMENT
+
 _POSITION_KEYS = ("start_positions", "end_positions")
 
 
@@ -50,8 +50,8 @@ def relayout(arrays: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], np.n
         else:
             out[key] = value
     segments_NxL = out["segment_ids"].copy()
-    segments_NxL[out["input_mask"] == 0] = PAD_SEGMENT
-    segments_NxL[:, -1] = CLS_SEGMENT
+    segments_NxL[out["input_mask"] == 0] = XLNET_PAD_SEGMENT
+    segments_NxL[:, -1] = XLNET_CLS_SEGMENT
     out["segment_ids"] = segments_NxL
     return out, pos_NxL
 

@@ -40,6 +40,8 @@ BERT = SpecialLayout("[CLS]", "[SEP]", ("[SEP]",), "[UNK]", None, 1, "")
 ROBERTA = SpecialLayout("<s>", "</s>", ("</s>", "</s>"), "<unk>", "<pad>", 0, " ")
 
 XLNET = SpecialLayout("<cls>", "<sep>", ("<sep>",), "<unk>", "<pad>", 1, "")
+XLNET_CLS_SEGMENT = 2  # XLNetTokenizer's token type of <cls>
+XLNET_PAD_SEGMENT = 3  # XLNetTokenizer's pad_token_type_id
 
 
 def layout_of(tokenizer: object) -> SpecialLayout:
