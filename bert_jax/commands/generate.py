@@ -51,6 +51,7 @@ def main(argv: list[str]) -> None:
 
     from bert_jax.atomic_write import open_atomic
     from bert_jax.decoding.seq2seq import GenerateSettings
+    from bert_jax.interop.model_kind import model_kind
 
     settings = GenerateSettings(
         max_new_tokens=FLAGS.max_new_tokens, num_beams=FLAGS.num_beams,
@@ -63,7 +64,7 @@ def main(argv: list[str]) -> None:
     if not source.exists():
         raise BertJaxError(f"--input_file={FLAGS.input_file}: no such file")
     lines = source.read_text().splitlines()
-    if _is_bert(FLAGS.init_checkpoint):
+    if model_kind(FLAGS.init_checkpoint) == "bert":
         rows = _causal_rows(lines, settings)
     else:
         rows = _seq2seq_rows(lines, settings)
@@ -71,18 +72,6 @@ def main(argv: list[str]) -> None:
         for row in rows:
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
     print(f"bert-jax generate: {len(lines)} lines -> {FLAGS.output_file}")
-
-
-def _is_bert(path: str) -> bool:
-    """A BERT workdir or Hugging Face BERT directory (the causal-LM path checks `causal`)."""
-    from etils import epath
-
-    config = epath.Path(path) / "config.json"
-    try:
-        raw = json.loads(config.read_text()) if config.exists() else {}
-    except (OSError, ValueError):
-        return False
-    return "bert" in raw or raw.get("model_type") == "bert"
 
 
 def _causal_rows(lines: list[str], settings):

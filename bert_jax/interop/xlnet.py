@@ -9,7 +9,6 @@ feed-forward kernels (torch Linear stores [out, in]) and `mask_emb` ([1, 1, D] -
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 
@@ -19,6 +18,7 @@ from etils import epath
 from bert_jax.atomic_write import read_json, write_bytes_atomic, write_json_atomic
 from bert_jax.errors import BertJaxError
 from bert_jax.interop.hf import _open_weights
+from bert_jax.interop.model_kind import model_kind
 from bert_jax.model.xlnet.config import XLNetConfig
 
 _ATTN = ("q", "k", "v", "o", "r", "r_w_bias", "r_r_bias", "r_s_bias", "seg_embed")
@@ -60,11 +60,7 @@ def _get(tree: dict, path: tuple[str, ...]) -> np.ndarray:
 
 
 def is_xlnet_dir(path: str | os.PathLike) -> bool:
-    config = epath.Path(path) / "config.json"
-    try:
-        return config.exists() and json.loads(config.read_text()).get("model_type") == "xlnet"
-    except (OSError, json.JSONDecodeError):
-        return False
+    return model_kind(path) == "xlnet"
 
 
 def read_xlnet_dir(path: str | os.PathLike, **runtime) -> tuple[XLNetConfig, dict, bool]:

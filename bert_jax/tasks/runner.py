@@ -34,6 +34,7 @@ from flax.core import meta
 from bert_jax.aot.pretraining import check_trainer_fits
 from bert_jax.errors import BertJaxError
 from bert_jax.interop import graft_encoder, load_pretrained
+from bert_jax.interop.model_kind import model_kind
 from bert_jax.interop.xlnet import is_xlnet_dir
 from bert_jax.tasks import feature_ner, text_to_text, xlnet_finetune
 from bert_jax.tasks.arrays import TrainBatches, eval_batches
@@ -185,7 +186,7 @@ def _summary(runs: list[dict[str, float]]) -> dict[str, float]:
 
 def finetune(cfg, workdir: str | epath.Path) -> dict[str, float]:
     check_finetune_config(cfg)  # before loading weights and data
-    if cfg.init_checkpoint and text_to_text.is_seq2seq_checkpoint(cfg.init_checkpoint):
+    if cfg.init_checkpoint and model_kind(cfg.init_checkpoint) == "seq2seq":
         return text_to_text.finetune(cfg, workdir)
     tokenizer, pre, lower = _tokenizer_and_weights(cfg)
     job = make_job(cfg, do_lower_case=lower)
