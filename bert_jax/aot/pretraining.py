@@ -31,14 +31,18 @@ def build_pretraining_trainer(config: Any, devices: list[Any]) -> Any:
 
         task = seq2seq_pretraining_task(config, with_data=False)
         return build_trainer(config, task, make_mesh(config.mesh, devices))
-    bert_config = bert_config_from(config)
-    task = pretraining_task(config, bert_config)
+    if config.get("teacher"):  # DistilBERT: the teacher's config.json is read, not its weights
+        from bert_jax.train.distillation import distillation_task
+
+        task = distillation_task(config, shapes_only=True)
+    else:
+        task = pretraining_task(config, bert_config_from(config))
     return build_trainer(config, task, make_mesh(config.mesh, devices))
 
 
 def compile_trainer(trainer: Any, hbm_per_device: int) -> CompileReport:
     state = trainer.abstract_state()
-    model = trainer.task.model.config
+    model = getattr(trainer.task, "bert_config", None) or trainer.task.model.config  # student
     return compile_step(
         trainer.train_step,
         (state, trainer.batch_specs()),

@@ -32,7 +32,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from etils import epath
 
+from bert_jax.atomic_write import read_json
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
 from bert_jax.interop import load_pretrained
@@ -230,13 +232,35 @@ def _fill(fresh: Any, given: Any, path: str) -> Any:
     return value
 
 
-def distillation_task(config: Any) -> DistillationTask:
+def teacher_config_only(path: str) -> BertConfig:
+    """The teacher's model config without its weights (compiling the step ahead of time needs
+    shapes only): a Hugging Face dir's config.json or a bert-jax workdir's."""
+    from bert_jax.checkpoint import read_workdir_config
+    from bert_jax.interop.hf_configs import config_from_hf
+
+    directory = epath.Path(path)
+    if (directory / "checkpoints").is_dir():
+        raw = read_workdir_config(directory)
+        if "bert" in raw:
+            return BertConfig.from_dict(raw["bert"], source=str(directory / "config.json"))
+    config_file = directory / "config.json"
+    return config_from_hf(read_json(config_file, f"{config_file}: no such teacher config"),
+                          str(config_file))  # fmt: skip
+
+
+def distillation_task(config: Any, shapes_only: bool = False) -> DistillationTask:
     """From a pretraining config with `teacher` (a load_pretrained path) and optionally
-    `student_layers` (0 = half the teacher's)."""
+    `student_layers` (0 = half the teacher's). `shapes_only` reads the teacher's config and no
+    weights, for compiling the step (the teacher is taken to have its masked-LM head, as the
+    paper's BERT-base teacher has)."""
     from bert_jax.train.pretraining import pretraining_task
 
-    pre = load_pretrained(config.teacher)
-    teacher = pre.config.replace(dtype=config.dtype, scan_layers=False)
+    if shapes_only:
+        pre_config, teacher_params = teacher_config_only(config.teacher), {"predictions": None}
+    else:
+        pre = load_pretrained(config.teacher)
+        pre_config, teacher_params = pre.config, pre.params
+    teacher = pre_config.replace(dtype=config.dtype, scan_layers=False)
     student = student_config(teacher, int(config.get("student_layers", 0)) or None).replace(
         scan_layers=bool(config.scan_layers), remat_policy=config.remat_policy,
         hidden_dropout_prob=float(config.hidden_dropout_prob),
@@ -244,4 +268,4 @@ def distillation_task(config: Any) -> DistillationTask:
     )  # fmt: skip
     base = pretraining_task(config, student)
     fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(PretrainingTask)}
-    return DistillationTask(**fields, teacher_config=teacher, teacher_params=pre.params)
+    return DistillationTask(**fields, teacher_config=teacher, teacher_params=teacher_params)

@@ -125,11 +125,15 @@ class Trainer:
 
     def abstract_state(self) -> TrainState:
         """ShapeDtypeStructs with this mesh's shardings: AOT lowering and Orbax restore targets."""
+        # Frozen parameters (distillation's teacher) have an empty optax MaskedNode as optimizer
+        # state where the sharding tree holds one sharding for the whole subtree.
         return jax.tree.map(
-            lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
+            lambda x, s: x if isinstance(x, optax.MaskedNode)
+            else jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
             self._abstract,
             self.state_shardings,
-        )
+            is_leaf=lambda x: isinstance(x, optax.MaskedNode),
+        )  # fmt: skip
 
     def batch_specs(self) -> dict[str, jax.ShapeDtypeStruct]:
         return {

@@ -1,0 +1,54 @@
+"""BERT-family pretraining steps compiled ahead of time for a TPU slice on this CPU machine:
+ELECTRA-Small's preset as it stands (generator + discriminator in one step), and a distillation
+step whose teacher is only a config.json written by transformers (no weights: compiling needs
+shapes). The other family presets are compiled by experiments/tpu_family_table.py (1-5 minutes
+each here, too slow for the suite); its table is in the README."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("libtpu", reason="libtpu (pip install 'jax[tpu]') is not installable here")
+transformers = pytest.importorskip("transformers")
+
+import jax  # noqa: E402
+
+from bert_jax.aot.pretraining import compile_pretraining  # noqa: E402
+from bert_jax.configs import distilbert, electra  # noqa: E402
+
+GiB = 1024**3
+
+
+def test_electra_small_preset_compiles_for_v4_8_and_fits():
+    c = electra.get_config("small")
+    c.scan_layers, c.dynamic_masking = True, False  # masking runs on the host: same step
+    report, trainer = compile_pretraining(c, "v4-8")
+    assert report.fits and 0 < report.memory.peak_bytes < 32 * GiB
+    params = trainer.abstract_state().params
+    assert set(params) == {"bert", "discriminator", "generator"}
+    # The generator reads the discriminator's token and position tables: it has none of its own.
+    assert "word_embeddings" not in str(jax.tree_util.tree_structure(params["generator"]))
+    width = params["generator"]["encoder"]["layers"]["intermediate"]["kernel"].shape[-1]
+    assert width == 1024 // 4  # a quarter of the discriminator's FFN (hidden 256 -> 64)
+
+
+def test_distillation_step_compiles_from_a_teacher_config_without_weights(tmp_path):
+    transformers.BertConfig(
+        vocab_size=512, hidden_size=64, num_hidden_layers=4, num_attention_heads=2,
+        intermediate_size=128, max_position_embeddings=128,
+    ).save_pretrained(tmp_path)  # fmt: skip
+    assert not list(tmp_path.glob("*.safetensors"))
+    c = distilbert.get_config("cpu")
+    c.teacher, c.max_seq_length, c.max_predictions_per_seq = str(tmp_path), 64, 10
+    c.global_batch_size, c.scan_layers = 16, True
+    c.mesh.data, c.mesh.fsdp = 1, -1
+    report, trainer = compile_pretraining(c, "v4-8")
+    assert report.fits
+    task = trainer.task
+    assert task.bert_config.num_hidden_layers == 2 and task.teacher_config.num_hidden_layers == 4
+    state = trainer.abstract_state()
+    # The frozen teacher has parameters but no optimizer moments.
+    assert "teacher" in state.params
+    moments = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_leaves_with_path(
+        state.opt_state)]  # fmt: skip
+    assert moments and not any("'teacher']['bert'" in m for m in moments)
