@@ -111,6 +111,13 @@ def test_distillation_loss_falls_through_the_loop(data, tmp_path):
     s1 = params["bert"]["encoder"]["layer_1"]["intermediate"]["kernel"]
     assert s1.shape == t2.shape and np.abs(s1 - t2).max() < 0.05  # moved by 20 small steps
     assert np.abs(s1 - teacher["bert"]["encoder"]["layer_1"]["intermediate"]["kernel"]).max() > 0.05
+    # A rerun restores the final checkpoint (the frozen teacher's empty optimizer state
+    # included) instead of training again.
+    again = run_pretraining(_config(data, train_steps=20), str(tmp_path / "run"))
+    assert int(again.state.step) == 20
+    assert len((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()) == len(lines)
+    restored = jax.device_get(again.state.params["bert"]["encoder"]["layer_1"])
+    assert np.array_equal(restored["intermediate"]["kernel"], s1)
 
 
 @pytest.mark.slow
