@@ -179,3 +179,31 @@ def test_tpu_plan_fit_checks_every_run_and_writes_the_launch_script(tmp_path):
     assert len(finetune) == 5 * 4
     assert sum("--config.bilstm_size=768" in line for line in finetune) == 4
     assert sum("--config.data_dir=gs://b/squad" in line for line in finetune) == 5
+
+
+def test_electra_table_matches_training_flops_and_reads_packed_shards():
+    """The MLM arm gets the steps whose FLOPs equal the ELECTRA arm's (generator counted, from
+    the trainer's own FLOPs count of each task); both read full-sentence shards."""
+    from bert_jax.ablations.harness import shard_objective
+    from bert_jax.ablations.scales import SCALES, mlm_steps_at_electra_flops
+    from bert_jax.train.pretraining import pretraining_task
+    from bert_jax.train.config import pretrain_config
+
+    s = SCALES["cpu"]
+    mlm_steps = mlm_steps_at_electra_flops(s, s.steps)
+    bert, electra, random = tables.arms("electra", s.model, s.steps, s.sizes, mlm_steps)
+    assert (bert.pretrain.objective, electra.pretrain.objective) == ("full_sentences", "electra")
+    assert electra.pretrain.family == "electra" and bert.pretrain.family == "bert"
+    assert electra.pretrain.mask_and_random_prob == (0.85, 0.0) and not random.pretrain.steps
+    per_step = {}
+    for objective, family in (("full_sentences", "bert"), ("electra", "electra")):
+        c = pretrain_config(s.model)
+        c.update(objective=objective, family=family, vocab_size=s.vocab_size,
+                 max_seq_length=s.seq, max_predictions_per_seq=s.predictions)  # fmt: skip
+        config = preset(s.model, vocab_size=s.vocab_size, family=family)
+        per_step[objective] = pretraining_task(c, config).flops_per_step(s.batch)
+    electra_flops = s.steps * per_step["electra"]
+    assert mlm_steps > s.steps
+    assert abs(mlm_steps * per_step["full_sentences"] - electra_flops) < per_step["full_sentences"]
+    assert {shard_objective(o) for o in ("full_sentences", "electra")} == {"full_sentences"}
+    assert (shard_objective("mlm_nsp"), shard_objective("mlm_sop")) == ("nsp", "sop")

@@ -43,6 +43,13 @@ FAMILY = {"sst2": "glue", "mrpc": "glue", "mnli": "glue", "conll": "ner", "squad
 _ONE_DEVICE = {"data": 1, "fsdp": 1, "tensor": 1}
 
 
+def shard_objective(objective: str) -> str:
+    """The create-pretraining-data objective whose shards (without masks) serve `objective`:
+    sentence pairs (nsp), swapped pairs (sop) or packed full sentences (MLM-only, ELECTRA)."""
+    pairing = objectives.get(objective).pairing
+    return {"swapped_pairs": "sop", "packed": "full_sentences"}.get(pairing, "nsp")
+
+
 def read_documents(patterns: str) -> list[list[str]]:
     """Documents of text files in create-pretraining-data's format (one sentence a line, a
     blank line between documents)."""
@@ -116,7 +123,7 @@ class Harness:
     def shards(self, objective: str) -> tuple[str, str]:
         """(train, eval) shard globs for an objective's pairing, without static masks (masks are
         drawn at training time, so every masking mix reads the same shards)."""
-        flag = "sop" if objectives.get(objective).pairing == "swapped_pairs" else "nsp"
+        flag = shard_objective(objective)
         base = self.root / "data" / flag
         vocab = self.vocab_file()
         train, held = self._corpus_split()
@@ -162,6 +169,7 @@ class Harness:
             )
         )  # fmt: skip
         c.mesh.update(_ONE_DEVICE)
+        c.family = run.family
         if spec.masking is not None:
             c.dynamic_masking = True
             c.mask_prob, c.random_prob = run.mask_and_random_prob

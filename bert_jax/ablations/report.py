@@ -20,6 +20,7 @@ TITLES = {
     "8": "Table 8: masking mixes (MASK/SAME/RND)",
     "fig5": "Figure 5: fine-tuning accuracy along pretraining",
     "nsp_sop": "NSP/SOP intrinsic cross-check (ALBERT Table 5 logic)",
+    "electra": "ELECTRA vs BERT at equal training FLOPs (ELECTRA Table 1: GLUE 79.9 vs 75.1)",
 }
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from bert_jax.ablations import report, tables
 from bert_jax.ablations.harness import Harness, majority_baseline
-from bert_jax.ablations.scales import SCALES, Scale
+from bert_jax.ablations.scales import SCALES, Scale, mlm_steps_at_electra_flops
 from bert_jax.errors import BertJaxError
 
 INTRINSIC = ("mlm_ppl", "nsp", "sop")
@@ -51,7 +51,8 @@ def ablate(
 ) -> dict:
     """Runs (or continues) every arm of `table`; writes and returns the table document."""
     _share_compiled_steps(workdir)
-    arms = tables.arms(table, scale.model, scale.steps, scale.sizes)
+    arms = tables.arms(table, scale.model, scale.steps, scale.sizes,
+                       mlm_steps_at_electra_flops(scale, scale.steps))  # fmt: skip
     tasks = tasks or {}
     harness = Harness(workdir, scale, corpus, tasks, progress)
     paper = tables.PAPER.get(table, {})

@@ -29,6 +29,9 @@ PAPER = {
         "0/20/80": {"mrpc": 83.7, "conll": 94.8, "conll_feature": 94.6},
         "0/0/100": {"mrpc": 83.6, "conll": 94.9, "conll_feature": 94.6},
     },
+    # ELECTRA Table 1 reports the GLUE dev average only (small models, equal FLOPs): BERT-Small
+    # 75.1, ELECTRA-Small 79.9; not per task, so no cell carries a paper number.
+    "electra": {},
     "nsp_sop": {
         "none": {"nsp": 52.4, "sop": 53.3},
         "NSP": {"nsp": 90.5, "sop": 52.0},
@@ -44,7 +47,7 @@ PAPER = {
         "L=24,H=1024,A=16": {"mlm_ppl": 3.23, "sst2": 93.7, "mrpc": 87.8},
     },
 }
-TABLES = ("5", "6", "8", "fig5", "nsp_sop")
+TABLES = ("5", "6", "8", "fig5", "nsp_sop", "electra")
 MIXES = ("80/10/10", "100/0/0", "80/0/20", "80/20/0", "0/20/80", "0/0/100")
 PAPER_SIZES = ((3, 768, 12), (6, 768, 3), (6, 768, 12), (12, 768, 12), (12, 1024, 16),
                (24, 1024, 16))  # fmt: skip
@@ -58,6 +61,11 @@ class Pretrain:
     model: str  # a preset name or "L<l>-H<h>-A<a>"
     steps: int
     mix: str = "80/10/10"
+
+    @property
+    def family(self) -> str:
+        """ELECTRA's objective trains its own model family (discriminator + generator)."""
+        return "electra" if self.objective == "electra" else "bert"
 
     @property
     def mask_and_random_prob(self) -> tuple[float, float]:
@@ -85,9 +93,13 @@ def size_name(layers: int, hidden: int, heads: int) -> str:
     return f"L={layers},H={hidden},A={heads}"
 
 
-def arms(table: str, model: str, steps: int, sizes: tuple[tuple[int, int, int], ...]) -> list[Arm]:
+def arms(
+    table: str, model: str, steps: int, sizes: tuple[tuple[int, int, int], ...],
+    mlm_steps: int = 0,
+) -> list[Arm]:  # fmt: skip
     """The arms of `table` at a scale: `model` and `steps` size the pretraining runs, `sizes`
-    is Table 6's (L, H, A) grid at this scale."""
+    is Table 6's (L, H, A) grid at this scale; `mlm_steps` are the masked-LM steps with the
+    training FLOPs of `steps` ELECTRA steps (ablations.scales.mlm_steps_at_electra_flops)."""
     tasks = ("sst2", "mrpc", "conll", "squad")
     bert = Pretrain("mlm_nsp", model, steps)
     ltr = Pretrain("ltr", model, steps)
@@ -120,5 +132,11 @@ def arms(table: str, model: str, steps: int, sizes: tuple[tuple[int, int, int], 
             Arm("none", Pretrain("mlm", model, steps), ("nsp", "sop")),
             Arm("NSP", bert, ("nsp", "sop")),
             Arm("SOP", Pretrain("mlm_sop", model, steps), ("nsp", "sop")),
+        ]
+    if table == "electra":  # ELECTRA Table 1: equal training FLOPs, the generator's counted
+        return [
+            Arm("BERT (MLM)", Pretrain("full_sentences", model, mlm_steps or steps), tasks),
+            Arm("ELECTRA", Pretrain("electra", model, steps, "85/0/15"), tasks),
+            Arm("random init", Pretrain("full_sentences", model, 0), tasks),
         ]
     raise ValueError(f"table {table!r}: use one of {', '.join(TABLES)}")

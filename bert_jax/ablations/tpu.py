@@ -22,8 +22,8 @@ from etils import epath
 
 from bert_jax import objectives
 from bert_jax.ablations import tables
-from bert_jax.ablations.harness import FAMILY
-from bert_jax.ablations.scales import Scale
+from bert_jax.ablations.harness import FAMILY, shard_objective
+from bert_jax.ablations.scales import Scale, mlm_steps_at_electra_flops
 from bert_jax.atomic_write import write_json_atomic, write_text_atomic
 from bert_jax.errors import BertJaxError
 from bert_jax.train.config import pretrain_config
@@ -33,10 +33,11 @@ _FINETUNE_CONFIG = {"glue": "glue.py:{kind}", "ner": "ner.py", "squad": "squad.p
 
 def run_overrides(run: tables.Pretrain, scale: Scale, data: str, phase: int) -> dict:
     """The `--config.*` values of one phase of a pretraining run (paper hyperparameters)."""
-    flag = "sop" if objectives.get(run.objective).pairing == "swapped_pairs" else "nsp"
+    flag = shard_objective(run.objective)
     seq = scale.seq if phase == 1 else scale.phase2_seq
     out = {
         "objective": run.objective,
+        "family": run.family,
         "train_files": f"{data}/{flag}{seq}/train/shard-*.tfrecord",
         "eval_files": f"{data}/{flag}{seq}/eval/shard-*.tfrecord",
         "vocab_file": f"{data}/vocab.txt",
@@ -45,7 +46,8 @@ def run_overrides(run: tables.Pretrain, scale: Scale, data: str, phase: int) -> 
         "warmup_steps": scale.warmup,
         "max_seq_length": seq,
         "max_predictions_per_seq": scale.predictions if phase == 1 else 80,
-        "train_steps": scale.steps if phase == 1 else scale.phase2_steps,
+        # Phase 2 is the same fraction of every run (ELECTRA's table gives arms other steps).
+        "train_steps": run.steps if phase == 1 else scale.phase2_steps * run.steps // scale.steps,
     }
     if objectives.get(run.objective).masking is not None:
         mask, rnd = run.mask_and_random_prob
@@ -76,12 +78,14 @@ def _flags(overrides: dict) -> str:
 def plan(
     table: str, scale: Scale, workdir: str, topology: str, tpu_name: str, tasks: dict[str, str]
 ) -> dict:
-    arms = tables.arms(table, scale.model, scale.steps, scale.sizes)
+    arms = tables.arms(table, scale.model, scale.steps, scale.sizes,
+                       mlm_steps_at_electra_flops(scale, scale.steps))  # fmt: skip
     data = f"{workdir}/data"
     on_tpu = f"python tpu_setup/tpu.py run --name {shlex.quote(tpu_name or 'TPU_NAME')} --"
     lines = ["#!/usr/bin/env bash", f"# bert-jax ablate --table {table} --scale tpu", "set -eu",
-             f"# Shards: bert-jax create-pretraining-data --objective nsp|sop --dynamic_masking "
-             f"--max_seq_length 128|512 into {data}/<nsp|sop><128|512>/{{train,eval}}; vocab "
+             f"# Shards: bert-jax create-pretraining-data --objective nsp|sop|full_sentences "
+             f"--dynamic_masking --max_seq_length 128|512 into "
+             f"{data}/<nsp|sop|full_sentences><128|512>/{{train,eval}}; vocab "
              f"{data}/vocab.txt"]  # fmt: skip
     runs: dict[str, dict] = {}
     for arm in arms:
@@ -99,7 +103,8 @@ def plan(
         if not run.steps and run.key not in runs:  # the model at init: one step at lr 0
             zero = {"objective": run.objective, "train_steps": 1, "learning_rate": 0.0,
                     "warmup_steps": 0, "schedule": "constant", "vocab_file": f"{data}/vocab.txt",
-                    "train_files": f"{data}/nsp128/train/shard-*.tfrecord"}  # fmt: skip
+                    "train_files": f"{data}/{shard_objective(run.objective)}{scale.seq}/train/"
+                    "shard-*.tfrecord"}  # fmt: skip
             runs[run.key] = {"phase1": zero}
             source = f"{workdir}/pretrain/{run.key}"
             lines.append(f"{on_tpu} bert-jax pretrain --config experiments/configs/pretrain.py:"

@@ -6,7 +6,9 @@
 
 Tables: 5 (pretraining tasks: BERT, No NSP, LTR & No NSP, + BiLSTM, random init), 6 (model
 size: held-out masked-LM perplexity and fine-tuning), 8 (MASK/SAME/RND mixes), fig5
-(fine-tuning along pretraining, MLM vs LTR; a PNG), nsp_sop (NSP/SOP intrinsic cross-check).
+(fine-tuning along pretraining, MLM vs LTR; a PNG), nsp_sop (NSP/SOP intrinsic cross-check),
+electra (ELECTRA vs masked LM at equal training FLOPs, the generator counted: the MLM arm gets
+more steps, as in ELECTRA's Table 1).
 Each arm is pretrained on --corpus (default: the embedded corpus) and fine-tuned on the built-in
 offline suite (sst2, mrpc, conll, squad; bert_jax/ablations/suite.py) over --seeds seeds, or on
 your data with --task KIND:DIR (kinds sst2, mrpc, mnli, conll, squad; the layouts `bert-jax
@@ -20,7 +22,9 @@ from absl import flags
 
 from bert_jax.errors import BertJaxError
 
-_TABLE = flags.DEFINE_enum("table", None, ["5", "6", "8", "fig5", "nsp_sop"], "Which ablation.")
+_TABLE = flags.DEFINE_enum(
+    "table", None, ["5", "6", "8", "fig5", "nsp_sop", "electra"], "Which ablation."
+)
 _SCALE = flags.DEFINE_enum("scale", "cpu", ["cpu", "tpu"], "cpu: tiny models; tpu: the paper's.")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Where runs, tables and plots go.")
 _CORPUS = flags.DEFINE_string("corpus", "", "Pretraining text globs (default: embedded corpus).")
