@@ -12,6 +12,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
+from glob import escape as glob_escape
 from typing import IO, Any
 
 from etils import epath
@@ -24,12 +25,29 @@ def is_local(path: str | os.PathLike) -> bool:
     return "://" not in os.fspath(path)
 
 
+def _remove_stale_temporaries(path: epath.Path) -> None:
+    """`.<name>.tmp-<pid>` beside `path` left by a writer that was killed (SIGKILL, OOM) before
+    its rename: a rerun of an export would otherwise keep a model-sized hidden file forever. Only
+    those of processes that no longer run on this host go; a live writer keeps its own."""
+    for tmp in path.parent.glob(f".{glob_escape(path.name)}.tmp-*"):
+        pid = tmp.name.rsplit(".tmp-", 1)[1]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            tmp.unlink(missing_ok=True)
+        except (OSError, OverflowError):  # alive (someone else's), or not a pid
+            pass
+
+
 def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
     path = epath.Path(path)
     try:
         if not is_local(path):
             path.write_bytes(data)
             return
+        _remove_stale_temporaries(path)
         tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
         try:
             tmp.write_bytes(data)
@@ -48,6 +66,8 @@ def open_atomic(path: str | os.PathLike, binary: bool = False) -> Iterator[IO]:
     end."""
     path = epath.Path(path)
     if is_local(path):
+        if path.parent.is_dir():  # (a missing directory is reported by open() below)
+            _remove_stale_temporaries(path)
         staged = path.parent / f".{path.name}.tmp-{os.getpid()}"
     else:
         fd, name = tempfile.mkstemp(prefix="bert-jax-", suffix=f"-{path.name}")
@@ -70,7 +90,10 @@ def open_atomic(path: str | os.PathLike, binary: bool = False) -> Iterator[IO]:
         except OSError as e:
             raise BertJaxError(f"{path}: cannot write: {e.strerror or e}") from e
     finally:
-        staged.unlink(missing_ok=True)
+        # Not only FileNotFoundError: below a regular file it is NotADirectoryError, which
+        # would replace the one-line error above with a traceback.
+        with contextlib.suppress(OSError):
+            staged.unlink(missing_ok=True)
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:

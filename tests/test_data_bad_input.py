@@ -40,15 +40,14 @@ def test_invalid_utf8_is_replaced_and_counted(tmp_path, uncased_vocab):
         assert stats["invalid_utf8_lines"] == 1 and stats["instances"] == len(records) > 0
 
 
-def test_empty_files_give_empty_shards_and_are_skipped(tmp_path, uncased_vocab):
+def test_empty_files_alone_are_refused_and_among_others_skipped(tmp_path, uncased_vocab):
+    """Only empty or blank files: refused before any output (empty shards, which training then
+    refuses, would have replaced an earlier run's). Beside real text they are skipped."""
     (tmp_path / "empty.txt").write_bytes(b"")
     (tmp_path / "blank.txt").write_text("\n\n  \n")
-    stats, records = _make(tmp_path, uncased_vocab, str(tmp_path / "*.txt"), num_shards=2)
-    assert stats["instances"] == 0 and records == []
-    assert sorted(p.name for p in (tmp_path / "out").glob("*.tfrecord")) == [
-        "shard-00000-of-00002.tfrecord",
-        "shard-00001-of-00002.tfrecord",
-    ]
+    with pytest.raises(BertJaxError, match=r"\.txt: no text \(empty, or blank lines only\)$"):
+        _make(tmp_path, uncased_vocab, str(tmp_path / "*.txt"), num_shards=2)
+    assert not (tmp_path / "out").exists()
     (tmp_path / "real.txt").write_text("\n".join(SENTENCES))
     stats, records = _make(tmp_path, uncased_vocab, str(tmp_path / "*.txt"))
     assert stats["documents"] == 1 and len(records) > 0

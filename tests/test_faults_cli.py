@@ -95,3 +95,68 @@ def test_max_seq_length_beyond_the_position_table(tmp_path, minilm_dir):
     assert (
         line == "bert-jax: error: --max_seq_length 1000 > max_position_embeddings 512 of the model"
     )
+
+
+def test_missing_config_file(tmp_path):
+    line = _run("pretrain", f"--config={tmp_path / 'nope.py'}", f"--workdir={tmp_path / 'w'}")
+    assert line.startswith(f"bert-jax: error: --config: {tmp_path / 'nope.py'}: no such file")
+    assert not (tmp_path / "w").exists()
+
+
+_KILLED_BEFORE_THE_RENAME = """
+import os, signal, sys
+real_replace = os.replace  # what epath's local backend renames with
+def replace(src, dst, *a, **k):  # SIGKILL with model.safetensors whole under its hidden name
+    if os.path.basename(dst) == "model.safetensors":
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real_replace(src, dst, *a, **k)
+os.replace = replace
+from bert_jax.cli import main
+sys.argv[0] = "bert-jax"
+main()
+"""
+
+
+def test_killed_export_leaves_a_temporary_the_rerun_removes(tmp_path, minilm_dir):
+    """A convert killed before its rename leaves a model-sized hidden file; the rerun (another
+    pid) removes it along with writing the export."""
+    out = tmp_path / "hf"
+    args = ["convert", f"--init_checkpoint={minilm_dir}", f"--output_dir={out}"]
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    killed = subprocess.run([sys.executable, "-c", _KILLED_BEFORE_THE_RENAME, *args], cwd=ROOT,
+                            env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    left = list(out.glob(".model.safetensors.tmp-*"))
+    assert len(left) == 1 and left[0].stat().st_size > 10_000_000
+    r = subprocess.run([sys.executable, "-m", "bert_jax.cli", *args], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "config.json", "model.safetensors", "tokenizer_config.json", "vocab.txt"
+    ]  # fmt: skip
+
+
+OUTPUT_FILE_COMMANDS = ["extract-features", "attention-map", "generate",
+                        "create-pretraining-data", "pretrain-export"]  # fmt: skip
+
+
+@pytest.mark.parametrize("subcommand", OUTPUT_FILE_COMMANDS)
+def test_unwritable_output_file_is_one_line(subcommand, unwritable, minilm_dir, tmp_path):
+    """The output-file commands (the temporary's cleanup below a regular file raised), and a
+    pretraining run's export directory (checked before training, not after it)."""
+    (tmp_path / "in.txt").write_text("The cat sat on the mat.\n")
+    model, text = f"--init_checkpoint={minilm_dir}", f"--input_file={tmp_path / 'in.txt'}"
+    out = f"{unwritable}/x.jsonl"
+    args, named = {
+        "extract-features": ([text, model, f"--output_file={out}"], f"{out}: cannot write"),
+        "attention-map": ([model, "--text=The cat sat.", f"--output_file={unwritable}/x.png"],
+                          f"{unwritable}/x.png: cannot write"),
+        "generate": ([text, model, f"--output_file={out}"], f"{out}: cannot write"),
+        "create-pretraining-data": ([text, f"--vocab_file={minilm_dir / 'vocab.txt'}",
+                                     f"--output_dir={unwritable}"], f"{unwritable}: cannot"),
+        "pretrain-export": (["--config=pretrain.py:tiny", f"--workdir={tmp_path / 'w'}",
+                             f"--config.export_hf_dir={unwritable}"],
+                            f"--config.export_hf_dir={unwritable}: cannot write"),
+    }[subcommand]  # fmt: skip
+    line = _run(subcommand.removesuffix("-export"), *args)
+    assert line.startswith(f"bert-jax: error: {named}") and line.endswith("Not a directory"), line

@@ -172,6 +172,9 @@ def test_killed_main_process_workers_exit_and_rerun_cleans_temporaries(big, corp
     assert (
         sum(1 for p in out.glob("shard-*.tfrecord") for _ in read_records(p)) == stats["instances"]
     )
+    _make(corpus, corpus["text"], tmp_path / "straight", num_shards=2)  # never interrupted
+    for name in ("shard-00000-of-00002.tfrecord", "shard-00001-of-00002.tfrecord"):
+        assert (out / name).read_bytes() == (tmp_path / "straight" / name).read_bytes()
 
 
 def test_killed_worker_is_one_line_and_no_shards(big, corpus, tmp_path):
@@ -280,3 +283,35 @@ def test_build_vocab_killed_between_renames_is_completed_by_the_next_reader(corp
         int((out / "vocab_stats.json").read_text().split('"spm_pieces": ')[1].split(",")[0])
     )
     assert not list(out.glob(".*"))  # journal and staged files gone
+
+
+# ---- seeds ----------------------------------------------------------------------------------
+def test_negative_random_seed_refused_before_work(corpus, tmp_path):
+    """numpy's seeding (span corruption) raised mid-run on it; the reference-compatible mode's
+    random.Random(-1) silently equals seed 1. Refused for every objective, before any output."""
+    from bert_jax.tokenization.t5_vocab import train_t5_spm
+
+    sentences = [s for s in corpus["text"].read_text().splitlines() if s.strip()]
+    spm = train_t5_spm(sentences, tmp_path / "spm", vocab_size=300)
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    for objective, vocab in (("span_corruption", f"--spm_model={spm}"),
+                             ("nsp", f"--vocab_file={corpus['vocab']}")):  # fmt: skip
+        cmd = [sys.executable, "-m", "bert_jax.cli", "create-pretraining-data",
+               f"--objective={objective}", f"--input_file={corpus['text']}", vocab,
+               f"--output_dir={tmp_path / 'out'}", "--random_seed=-1"]  # fmt: skip
+        r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+            "bert-jax: error: --random_seed=-1: must be >= 0"
+        ], (objective, r.stderr[-2000:])
+        assert not (tmp_path / "out").exists()
+
+
+def test_empty_corpus_refused_and_the_earlier_shards_kept(corpus, tmp_path):
+    """A 0-byte corpus wrote empty shards over an earlier run's (training then refuses them)."""
+    out = tmp_path / "out"
+    _make(corpus, corpus["text"], out, num_shards=2)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    (tmp_path / "empty.txt").write_bytes(b"")
+    with pytest.raises(BertJaxError, match=r"empty\.txt: no text \(empty, or blank lines only\)"):
+        _make(corpus, tmp_path / "empty.txt", out, num_shards=2)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before

@@ -107,3 +107,19 @@ def test_finetune_config_refused_before_loading_anything(tmp_path, override, mes
     with pytest.raises(BertJaxError, match=message):
         runner.finetune(cfg, tmp_path / "w")
     assert not (tmp_path / "w").exists()
+
+
+def test_finetune_max_seq_length_beyond_the_checkpoints_positions(tmp_path, minilm_dir):
+    """MiniLM has 512 positions: 1000 is refused once its config is read, before the data."""
+    from bert_jax.tasks import runner
+    from bert_jax.train.config import finetune_config
+
+    (tmp_path / "train.tsv").write_bytes((HEADER + ROW).encode())
+    cfg = finetune_config("glue")
+    cfg.update(dict(task="mrpc", data_dir=str(tmp_path), init_checkpoint=str(minilm_dir),
+                    max_seq_length=1000))  # fmt: skip
+    with pytest.raises(
+        BertJaxError,
+        match=r"^max_seq_length 1000 exceeds the checkpoint's max_position_embeddings 512$",
+    ):
+        runner.finetune(cfg, tmp_path / "w")

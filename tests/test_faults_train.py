@@ -360,3 +360,53 @@ def test_lease_lock_for_object_stores(tmp_path):
     third = WorkdirLock(tmp_path, lease=True, settle_seconds=0.05).acquire()
     assert json.loads((tmp_path / ".lock.json").read_text())["id"] == third._id
     third.release()
+
+
+# ---- killed while saving --------------------------------------------------------------------
+_SAVE_UNTIL_KILLED = """
+import sys, jax, ml_collections
+from bert_jax.checkpoint import Checkpointer
+from bert_jax.config import preset
+from bert_jax.train import build_trainer, make_mesh
+from bert_jax.train.pretraining import PretrainingTask
+task = PretrainingTask(preset("L1-H64-A2", vocab_size=128, max_position_embeddings=32), 4, 16, 3)
+config = ml_collections.ConfigDict(CONFIG)
+trainer = build_trainer(config, task, make_mesh(config.mesh, jax.devices()[:1]))
+ckpt = Checkpointer(sys.argv[1], keep=1000)  # asynchronous, as training
+state, _ = ckpt.restore(trainer.abstract_state())
+print("ready", flush=True)
+step = int(state.step)
+while True:  # saves until SIGKILLed, one of them half-written
+    step += 2
+    ckpt.save(step, state, {"position": step})
+    ckpt.wait()
+"""
+
+
+def test_sigkill_mid_save_resumes_from_the_last_finished_step(trainer, saved, tmp_path):
+    """A real SIGKILL while Orbax writes a step (its `.orbax-checkpoint-tmp` directory present):
+    the rerun removes the half-written step and restores the newest finished one, intact."""
+    workdir = _copy(saved, tmp_path)
+    directory = workdir / "checkpoints"
+    script = _SAVE_UNTIL_KILLED.replace("CONFIG", repr(_config().to_dict()))
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    proc = subprocess.Popen([sys.executable, "-c", script, str(directory)], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        deadline, half = time.time() + 120, []
+        while not half and time.time() < deadline and proc.poll() is None:
+            half = [p for p in directory.glob("*.orbax-checkpoint-tmp*") if p.name[0] != "4"]
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+        proc.stdout.close()
+    assert half and proc.returncode == -signal.SIGKILL, "no save was in flight at the kill"
+    finished = sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit())
+    ckpt = Checkpointer(directory)  # as the rerun does
+    assert not list(directory.glob("*.orbax-checkpoint-tmp*"))
+    state, input_state = ckpt.restore(trainer.abstract_state())
+    assert int(state.step) == 4 and input_state == {"position": finished[-1]} and not ckpt.notes
+    assert _same(jax.device_get(state.params), saved[1][4])
+    ckpt.close()

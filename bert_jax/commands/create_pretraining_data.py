@@ -105,6 +105,8 @@ def main(argv: list[str]) -> None:
 
     if len(argv) > 1:
         raise BertJaxError(f"unexpected arguments: {' '.join(argv[1:])}")
+    if FLAGS.random_seed < 0:  # numpy's seeding (span corruption) refuses it mid-run
+        raise BertJaxError(f"--random_seed={FLAGS.random_seed}: must be >= 0")
     if objectives.is_seq2seq(FLAGS.objective):
         _seq2seq_main()
         return

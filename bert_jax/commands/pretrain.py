@@ -33,6 +33,10 @@ def main(argv: list[str]) -> None:
     from bert_jax.runs.pretrain import run_pretraining
 
     check_writable_dir(_WORKDIR.value, "--workdir")
+    if _CONFIG.value.get("export_hf_dir"):  # written after training: checked before it
+        check_writable_dir(
+            _CONFIG.value.export_hf_dir, "--config.export_hf_dir", leave_no_trace=True
+        )
     logging.set_verbosity(logging.WARNING)  # Orbax logs every save step at INFO
 
     run_pretraining(_CONFIG.value, _WORKDIR.value)

@@ -104,9 +104,12 @@ MAX_INVALID_SHARE = 0.25
 def check_text(sources: list[Source]) -> None:
     """Refuse files that are not UTF-8 text, from their first 64 KB: UTF-16/32 (a byte-order mark
     or NUL bytes: its newlines are not b"\\n", so documents would merge), binary data, or a legacy
-    encoding such as Latin-1 on most lines (their accented letters would be dropped)."""
+    encoding such as Latin-1 on most lines (their accented letters would be dropped), and input
+    that is all empty files or blank lines (it would replace the output with empty shards)."""
+    has_text = False
     for source in sources:
         if source.kind != "file":
+            has_text = True
             continue
         with epath.Path(source.name).open("rb") as f:
             head = f.read(SNIFF_BYTES)
@@ -124,6 +127,7 @@ def check_text(sources: list[Source]) -> None:
         if len(head) == SNIFF_BYTES:
             lines = lines[:-1]  # the cut may split a character
         lines = [x for x in lines if x.strip()]
+        has_text = has_text or bool(lines) or len(head) == SNIFF_BYTES
         bad = 0
         for line in lines:
             try:
@@ -135,6 +139,9 @@ def check_text(sources: list[Source]) -> None:
                 f"{source.name}: {bad} of the first {len(lines)} lines are not UTF-8 (Latin-1 or "
                 "another legacy encoding?); convert it, e.g. iconv -f LATIN1 -t UTF-8"
             )
+    if sources and not has_text:
+        names = ", ".join(s.name for s in sources[:3]) + (", ..." if len(sources) > 3 else "")
+        raise BertJaxError(f"{names}: no text (empty, or blank lines only)")
 
 
 def _glob(pattern: str) -> list[str]:
