@@ -12,7 +12,9 @@ heads of 64) with the paper's recipe (batch 4096, LAMB lr 0.00176, 3125 warmup s
 steps, seq 512), and `cpu` (L2 H128, seq 64, batch 32, LAMB lr 5e-3, 3000 steps). Expected: the
 paper's ALBERT-base averages 80.1 (SQuAD 1.1/2.0, MNLI, SST-2, RACE); SOP accuracy 86.5. The
 shards' masks are n-grams whether written statically or drawn dynamically
-(tests/test_ngram_masking.py).
+(tests/test_ngram_masking.py). TPU fit (experiments/tpu_family_table.md, scan_layers=True,
+remat_policy=full): base on v4-32 with grad_accum_steps=2 in 7.04 of 32 GiB per chip, large on
+v4-32 with 4 in 6.10 GiB, xlarge on v4-64 with 4 in 6.18 GiB.
 """
 
 from __future__ import annotations

@@ -21,7 +21,9 @@ corpus, 300 steps at constant lr 2e-3, reached held-out generator accuracy 0.110
 ElectraForPreTraining, the generator under <export_hf_dir>/generator as ElectraForMaskedLM;
 fine-tuning loads the discriminator from either the export or the workdir; the paper's
 layer-wise learning-rate decay is `--config.layerwise_lr_decay=0.8` (0.9 for large) on any
-fine-tuning config.
+fine-tuning config. TPU fit (experiments/tpu_family_table.md, scan_layers=True): small on v4-8
+in 1.57 of 32 GiB per chip; base on v4-8 with remat_policy=full in 4.64 GiB; large on v4-32
+with grad_accum_steps=2 and remat_policy=full in 7.69 GiB.
 """
 
 from __future__ import annotations

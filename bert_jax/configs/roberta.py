@@ -16,8 +16,10 @@ decay, Adam beta2 0.98, eps 1e-6, weight decay 0.01, no gradient clipping, dropo
 fairseq example config (variants.md section 4) is the base size at batch 2048, lr 5e-4, 10k
 warmup, 125k steps. A batch that does not fit the slice is split with
 `--config.grad_accum_steps`: `bert-jax compile --config roberta.py:base --topology v4-32
---config.grad_accum_steps=8` (with dynamic_masking off, as compile has no vocab) fit in 27.16 of
-32 GiB per chip; `large` on v4-64 with grad_accum_steps=16 and remat_policy=full in 7.33 GiB.
+--config.grad_accum_steps=8 --config.remat_policy=full --config.scan_layers=True
+--config.dynamic_masking=False` (masking runs on the host; compile has no vocab) fits in 4.48
+of 32 GiB per chip; `large` on v4-64 with grad_accum_steps=16 and remat_policy=full in 2.18 GiB
+(experiments/tpu_family_table.md).
 `cpu`: L2 H128, seq 64, batch 32, lr 2e-3, 3000 steps.
 Expected: the paper's RoBERTa-base dev results (Table 8, 160 GB of text) MNLI 87.6, SST-2 94.8,
 QNLI 92.8; at base size with Books+Wiki, 1M steps of batch 256, FULL-SENTENCES reached SQuAD
