@@ -93,8 +93,21 @@ def main(argv: list[str] | None = None) -> None:
             print(f"bert-jax: error: {e}", file=sys.stderr)
             sys.exit(2)
 
+    def parse_flags(absl_argv: list[str]) -> list[str]:
+        from absl import flags
+
+        try:
+            return flags.FLAGS(absl_argv)
+        except flags.Error as e:  # absl's own: two lines naming --helpfull, exit 1
+            if verbose:
+                raise
+            message = "; ".join(x.strip() for x in str(e).splitlines() if x.strip())
+            print(f"bert-jax: error: {message} (bert-jax {name} --help lists the flags)",
+                  file=sys.stderr)  # fmt: skip
+            sys.exit(2)
+
     try:
-        app.run(run, argv=[f"bert-jax {name}", *rest])
+        app.run(run, argv=[f"bert-jax {name}", *rest], flags_parser=parse_flags)
     except Exception as e:  # raised while parsing flags (a config file is run at parse time)
         if started or verbose:
             raise

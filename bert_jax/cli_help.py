@@ -24,6 +24,22 @@ DEFAULT_CONFIGS = {"pretrain": "pretrain.py", "compile": "pretrain.py", "finetun
 _FAMILY_CONFIGS = ("squad.py", "ner.py", "swag.py")
 _KEY = re.compile(r"^\s*c\.([\w.]+)\s*=(?!=)")
 _DICT_KEY = re.compile(r'"(\w+)":')
+_LOOP_KEYS = re.compile(r"^\s*for \w+ in \(")  # `for key in ("d_model", ...): c[key] = ...`
+_STATEMENT = re.compile(r"^\s*(for|if|elif|else|while|with|return|def|try)\b")
+
+
+def _block_doc(block: list[str], key: str, first: bool) -> str:
+    """A key's meaning from the comment block above its group: the clause that names the key,
+    else the block's first clause when the key opens the group or the clause heads a group (a
+    heading such as "Bookkeeping (bert_jax.train.loop)."), else nothing: a block written for
+    one key (e.g. layerwise_lr_decay's) says nothing about the keys after it."""
+    clauses = " ".join(block).split("; ")
+    name = key.rsplit(".", 1)[-1]
+    named = [c for c in clauses if re.search(rf"(?<![\w.]){re.escape(name)}(?![\w])", c)]
+    if named:
+        return named[0]
+    heading = ": " not in clauses[0]  # "Heading: detail" is the detail of the key it opens
+    return clauses[0] if first or heading else ""
 
 
 def field_docs(source: str) -> dict[str, str]:
@@ -37,6 +53,7 @@ def field_docs(source: str) -> dict[str, str]:
     block: list[str] = []
     after_comment = False
     family = ""
+    first = True  # no key line yet under the current block
     for n, line in enumerate(source.splitlines(), 1):
         stripped = line.strip()
         if not stripped:
@@ -44,25 +61,29 @@ def field_docs(source: str) -> dict[str, str]:
             continue
         if stripped.startswith("#"):  # a new block, or the next line of the one above
             block = [*block, comments.get(n, "")] if after_comment else [comments.get(n, "")]
-            after_comment = True
+            after_comment, first = True, True
             continue
         after_comment = False
         trailing = comments.get(n, "")
         trailing = "" if trailing.startswith(("noqa", "fmt:", "type:")) else trailing
         match = _KEY.match(line)
         keys = [match.group(1)] if match else []
-        if not keys and block:
+        if _LOOP_KEYS.match(line) and block:
+            keys = re.findall(r'"(\w+)"', stripped)
+        elif not keys and block:
             found = _DICT_KEY.findall(stripped)
             if re.match(r'"\w+":\s*\{', stripped):  # `"squad": {`: the keys after are its own
                 family, found = found[0], found[1:]
             keys = found
         for key in keys:
-            # A block heads a group of keys: its first clause is what they share.
-            doc = trailing or " ".join(block).split("; ")[0]
+            doc = trailing or (_block_doc(block, key, first) if block else "")
             if doc and not match and family:
                 docs[f"{family}/{key}"] = doc  # a family's own key ("squad/strict")
             elif doc:
                 docs.setdefault(key, doc)
+        first = first and not keys
+        if _STATEMENT.match(line):  # a loop or branch ends the group the block heads
+            block = []
     return docs
 
 
@@ -120,6 +141,9 @@ def config_help(subcommand: str, args: list[str]) -> list[str]:
 
     base_docs = field_docs(inspect.getsource(schema))
     config, source = _load(name)
+    if "train_batch_size" in config:  # a fine-tuning config: its schema's meanings come first
+        for part in (schema.training_config, schema.finetune_config):
+            base_docs.update(field_docs(inspect.getsource(part)))
     docs = {**base_docs, **field_docs(source)}
     lines = [
         "",

@@ -38,6 +38,8 @@ def helps(tmp_path_factory) -> dict[str, tuple[int, str, str]]:
     procs["bad_config"] = _run(["pretrain", "--config=nope.py", "--workdir=w"], cwd)
     old = ["--config", "experiments/configs/pretrain_cpu.py", "--config.train_files=/nonexistent/*"]
     procs["old_path"] = _run(["pretrain", *old, "--workdir=w"], cwd)
+    procs["typo_flag"] = _run(["build-vocab", "--vocab_siz=100"], cwd)
+    procs["bad_value"] = _run(["ablate", "--table=99"], cwd)
     outs = {k: p.communicate(timeout=300) for k, p in procs.items()}
     return {k: (procs[k].returncode, *out) for k, out in outs.items()}
 
@@ -47,6 +49,8 @@ def test_help_lists_the_subcommands_own_flags(helps, name):
     rc, out, err = helps[name]
     assert rc == 0, err
     assert "Try --helpfull" not in out + err
+    # the usage example keeps its line breaks (no `\`-newline joining lines in the docstring)
+    assert not re.search(r"\S {4,}\[?--", out.split("\nflags:")[0]), out
     module = SUBCOMMANDS[name][0]
     flags = _own_flags(module)
     assert flags, module
@@ -108,3 +112,48 @@ def test_no_libtpu_probing_on_a_cpu_machine(monkeypatch):
     assert quiet.cpu_only_platform("finetune", []) == "cpu"
     monkeypatch.setenv("JAX_PLATFORMS", "cuda")  # a user's choice is kept
     assert quiet.cpu_only_platform("finetune", []) is None
+
+
+def test_each_field_gets_its_own_meaning(helps):
+    """A comment block written for one key does not describe the keys after it; a clause that names
+    a key is that key's meaning; a fine-tuning config reads the fine-tuning schema's comments."""
+    from bert_jax.cli_help import field_docs
+
+    docs = field_docs(
+        "    # < 1: layer i's rate x decay^(L - i) (ELECTRA fine-tuning: 0.8)\n"
+        "    c.layerwise_lr_decay = 1.0\n"
+        "    c.grad_accum_steps = 1\n"
+        "    # Bookkeeping (bert_jax.train.loop).\n"
+        "    c.log_every_steps = 100\n"
+        "    c.keep_checkpoints = 3  # newest checkpoints kept\n"
+        "    c.async_checkpoints = True\n"
+        "    # Vocab: vocab_file is the checkpoint's; do_lower_case None = the checkpoint's.\n"
+        "    c.vocab_file = ''\n"
+        "    c.do_lower_case = None\n"
+    )
+    assert docs["layerwise_lr_decay"].startswith("< 1: layer i's rate")
+    assert "grad_accum_steps" not in docs
+    assert docs["async_checkpoints"] == "Bookkeeping (bert_jax.train.loop)."
+    assert docs["do_lower_case"] == "do_lower_case None = the checkpoint's."
+
+    def line(name: str, key: str) -> str:
+        return next(x for x in helps[name][1].splitlines() if f"--config.{key}=" in x)
+
+    for name in ("pretrain", "finetune"):
+        assert "microbatches" in line(name, "grad_accum_steps")
+    assert "glue | squad | ner | swag" in line("finetune", "family")
+    assert "the checkpoint's setting" in line("finetune", "do_lower_case")
+    assert "sequences per evaluation batch" in line("finetune", "eval_batch_size")
+    assert "strict mode" in helps["finetune"][1].split("ner.py adds:")[1].split("\n\n")[0]
+
+
+def test_flag_errors_are_one_line_pointing_to_help(helps):
+    """absl's own parse errors (unknown flag, bad value) are ours: one line, exit 2, and they point
+    to --help (not absl's "Pass --helpshort or --helpfull")."""
+    rc, _, err = helps["typo_flag"]
+    assert (rc, err.count("\n")) == (2, 1), err
+    assert err.startswith("bert-jax: error: Unknown command line flag 'vocab_siz'")
+    assert "vocab_size" in err and "bert-jax build-vocab --help" in err
+    rc, _, err = helps["bad_value"]
+    assert (rc, err.count("\n")) == (2, 1), err
+    assert "--table=99" in err and "helpfull" not in err

@@ -133,3 +133,9 @@ def test_token_span_and_choice_heads_round_trip(family, tiny_hf_dir, tmp_path):
               if family == "squad" else got.logits.numpy())  # fmt: skip
     ours = _ours(work, getattr(ours_models, ours_cls), args, enc)
     np.testing.assert_allclose(theirs, ours, atol=2e-5, rtol=1e-5)
+    if family == "ner":  # the pipeline tags each token with our label names, as our head does
+        tags = transformers.pipeline("token-classification", model=str(out), device="cpu",
+                                     ignore_labels=[])(b)  # fmt: skip
+        want = [ner.LABELS[i] for i in ours[0].argmax(-1)]
+        assert [t["entity"] for t in tags] == [want[t["index"]] for t in tags], tags
+        assert len(tags) == enc["input_ids"].shape[1] - 2  # every token but [CLS] and [SEP]

@@ -36,6 +36,11 @@ def test_demo_runs_every_stage(tmp_path):
     nsp_base = re.search(r"next-sentence accuracy\s+[0-9.]+\n\s+majority-class baseline\s+"
                          r"([0-9.]+)  \(always '(random|actual) next'", text)  # fmt: skip
     assert nsp_base and 0.5 <= float(nsp_base.group(1)) <= 1.0, text
+    # ... and the training log's accuracies have them printed before them
+    early = re.search(r"majority-class baselines \(held out\): masked LM ([0-9.]+) .*next "
+                      r"sentence ([0-9.]+) ", text.split("eval @")[0])  # fmt: skip
+    assert early and (float(early.group(1)), float(early.group(2))) == (
+        baseline, float(nsp_base.group(1))), text
     last_eval = re.findall(r"eval @ 30: .*eval_masked_lm_loss ([0-9.]+)", text)
     assert len(last_eval) == 1 and float(last_eval[0]) < np.log(1000) - 0.5
     # The vocab is real WordPiece, the shards parse, the workdir is a bert-jax workdir.

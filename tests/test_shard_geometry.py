@@ -58,3 +58,22 @@ def test_shards_without_stats_are_not_judged(shards, tmp_path):
     config = pretrain_cpu.get_config()
     config.train_files = str(tmp_path / "a.tfrecord")
     check_shard_geometry(config)  # no stats.json lists it: the reader checks the records
+
+
+def test_shards_without_stats_name_the_flag_at_the_first_record(shards, tmp_path):
+    """Shards written elsewhere (no stats.json): the first record's lengths name the flag."""
+    from bert_jax import objectives
+    from bert_jax.input.batches import check_files
+
+    path = tmp_path / "a.tfrecord"
+    path.write_bytes(next(shards.glob("shard-*")).read_bytes())  # 128 tokens, 20 predictions
+    mlm_nsp = objectives.get("mlm_nsp")
+    with pytest.raises(BertJaxError) as e:
+        check_files([str(path)], mlm_nsp.shard_schema(64, 20, True), False)
+    assert str(e.value).endswith(
+        "'input_ids' has length 128, expected 64: add --config.max_seq_length=128, or rewrite "
+        "the shards with create-pretraining-data --max_seq_length=64"
+    )
+    with pytest.raises(BertJaxError, match=r"10: add --config.max_predictions_per_seq=20,"):
+        check_files([str(path)], mlm_nsp.shard_schema(128, 10, True), False)
+    check_files([str(path)], mlm_nsp.shard_schema(128, 20, True), False)  # the named fix

@@ -1,6 +1,6 @@
 """`bert-jax attention-map`: a PNG heatmap of one layer's head for a sentence (or pair).
 
-  bert-jax attention-map --init_checkpoint=path/to/hf_dir --layer=-1 --head=0 \
+  bert-jax attention-map --init_checkpoint=path/to/hf_dir --layer=-1 --head=0 \\
     --text="The cat sat on the mat." --output_file=attention.png
 
 Rows are query tokens, columns the tokens they attend to; each row sums to 1. `--head=-1`

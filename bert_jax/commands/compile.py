@@ -1,6 +1,6 @@
 """`bert-jax compile`: ahead-of-time compile the pretraining step for a TPU slice, on any machine.
 
-  bert-jax compile --config pretrain.py:base --topology v4-32 \
+  bert-jax compile --config pretrain.py:base --topology v4-32 \\
       [--config.global_batch_size=1024 --config.remat_policy=full ...]
 
 Builds the mesh, shardings and train step `bert-jax pretrain` would run on that slice (libtpu's

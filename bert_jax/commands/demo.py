@@ -209,15 +209,18 @@ def main(argv: list[str]) -> None:
     from bert_jax.runs.pretrain import run_pretraining
 
     config = demo_config(data, vocab, _STEPS.value, seq)
+    # The log's accuracies (mlm_acc, nsp_acc, eval_*) read against these, printed first.
+    baseline = unigram_baseline(config.train_files, config.eval_files, seq, PRED_PER_SEQ)
+    nsp_base, nsp_label = nsp_majority_baseline(config.eval_files, seq, PRED_PER_SEQ)
+    print(f"  majority-class baselines (held out): masked LM {baseline:.3f} (the most frequent "
+          f"training target), next sentence {nsp_base:.3f} ({nsp_label!r})")
     if (root / "pretrain" / "checkpoints").exists():
         print(f"  resuming from {root / 'pretrain'} (built with the same settings)")
     result = run_pretraining(config, str(root / "pretrain"))
 
     _step(5, "held-out evaluation")
-    baseline = unigram_baseline(config.train_files, config.eval_files, seq, PRED_PER_SEQ)
     ev = result.last_eval or result.trainer.task.evaluate(result.trainer, result.state.params)
     ev = {k.removeprefix("eval_"): v for k, v in ev.items()}
-    nsp_base, nsp_label = nsp_majority_baseline(config.eval_files, seq, PRED_PER_SEQ)
     print(f"  masked-LM accuracy      {ev['masked_lm_accuracy']:.3f}")
     print(f"  unigram baseline        {baseline:.3f}  (majority class: always the most frequent "
           "training target)")  # fmt: skip

@@ -1,6 +1,6 @@
 """`bert-jax extract-features`: google-research/bert's extract_features.py, same flags and output.
 
-  bert-jax extract-features --input_file=in.txt --output_file=out.jsonl \
+  bert-jax extract-features --input_file=in.txt --output_file=out.jsonl \\
     --init_checkpoint=path/to/hf_dir --layers=-1,-2,-3,-4 --max_seq_length=128
 
 `--init_checkpoint` is a TF checkpoint prefix (with --vocab_file and --bert_config_file, as in the

@@ -1,6 +1,6 @@
 """`bert-jax finetune`: fine-tune a checkpoint on GLUE, SQuAD, CoNLL-2003 NER or SWAG.
 
-  bert-jax finetune --config glue.py:mrpc --workdir DIR \
+  bert-jax finetune --config glue.py:mrpc --workdir DIR \\
       --config.init_checkpoint=CKPT --config.data_dir=DATA [--config.key=value ...]
 
 Writes DIR/eval_results.json (dev metrics), prediction files, metrics.jsonl and checkpoints/.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from collections.abc import Sequence
 
 import jax
@@ -150,11 +151,34 @@ def check_shard_vocab(files: list[str], vocab_size: int | None, vocab_hint: str 
             )
 
 
+# The config key that sets each BERT feature's length: shards without a stats.json (written
+# elsewhere) are matched by naming it when their first record has another length.
+_LENGTH_KEYS = {
+    **dict.fromkeys(("input_ids", "input_mask", "segment_ids"), "max_seq_length"),
+    **dict.fromkeys(("masked_lm_positions", "masked_lm_ids", "masked_lm_weights"),
+                    "max_predictions_per_seq"),
+}  # fmt: skip
+
+
+def _with_length_flag(e: BertJaxError) -> BertJaxError:
+    found = re.search(r"feature '(\w+)' has length (\d+), expected (\d+)$", str(e))
+    if not found or found.group(1) not in _LENGTH_KEYS:
+        return e
+    key, theirs, ours = _LENGTH_KEYS[found.group(1)], found.group(2), found.group(3)
+    return BertJaxError(
+        f"{e}: add --config.{key}={theirs}, or rewrite the shards with "
+        f"create-pretraining-data --{key}={ours}"
+    )
+
+
 def check_files(
     files: list[str], schema: Schema, dynamic_masking: bool, vocab_size: int | None = None
 ) -> None:
     for path in files:
-        features = check_first_record(path, schema)
+        try:
+            features = check_first_record(path, schema)
+        except BertJaxError as e:
+            raise _with_length_flag(e) from None
         check_ids(features, vocab_size, f"{path}: record 0")
         weights = features.get("masked_lm_weights")
         if (

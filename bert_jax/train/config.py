@@ -34,7 +34,7 @@ def training_config() -> ml_collections.ConfigDict:
     c.max_grad_norm = 1.0
     # < 1: layer i's rate x decay^(L - i), embeddings x decay^(L + 1) (ELECTRA fine-tuning: 0.8)
     c.layerwise_lr_decay = 1.0
-    c.grad_accum_steps = 1
+    c.grad_accum_steps = 1  # microbatches per step (gradients accumulated over them)
     c.max_nonfinite_steps = 10  # consecutive skipped (non-finite) updates before stopping
     c.seed = 0  # initialisation, dropout, data order and masking
     c.dtype = "float32"  # compute dtype; parameters and optimizer state stay float32
@@ -53,6 +53,7 @@ def training_config() -> ml_collections.ConfigDict:
 
     # Devices: data x fsdp x tensor = all devices (-1 = the rest).
     c.mesh = ml_collections.ConfigDict({"data": -1, "fsdp": 1, "tensor": 1})
+    # model axis name -> mesh axes (bert_jax.train.mesh.DEFAULT_RULES)
     c.logical_axis_rules = [[name, axes] for name, axes in DEFAULT_RULES]
     c.distributed = False  # True on multi-host TPU slices: jax.distributed.initialize()
     return c
@@ -86,8 +87,8 @@ def pretrain_config(preset: str = "base") -> ml_collections.ConfigDict:
     c.dynamic_masking = False  # RoBERTa-style masking at input time (needs vocab_file)
     c.masked_lm_prob = 0.15  # fraction of tokens selected for prediction (dynamic masking)
     # The split of the selected tokens under dynamic masking; None = the objective's (80/10/10).
-    c.mask_prob = ml_collections.FieldReference(None, field_type=float)  # -> [MASK]
-    c.random_prob = ml_collections.FieldReference(None, field_type=float)  # -> a random token
+    c.mask_prob = ml_collections.FieldReference(None, field_type=float)  # share -> [MASK]
+    c.random_prob = ml_collections.FieldReference(None, field_type=float)  # share -> random id
     c.max_predictions_per_seq = 20  # masked positions per sequence (as in the shards)
     c.global_batch_size = 256  # sequences per step over all devices
     c.eval_batch_size = 0  # 0 = global_batch_size
@@ -117,8 +118,8 @@ def finetune_config(family: str) -> ml_collections.ConfigDict:
     c.data_dir = ""  # the task's data files (see the family's config file)
     # One run: train_steps = int(train examples / train_batch_size * num_train_epochs) and
     # warmup_steps = train_steps * warmup_proportion are filled in by bert_jax.tasks.runner.
-    c.train_batch_size = 32
-    c.eval_batch_size = 64
+    c.train_batch_size = 32  # sequences per training step over all devices
+    c.eval_batch_size = 64  # sequences per evaluation batch
     c.learning_rate = 5e-5
     c.num_train_epochs = 3.0
     c.warmup_proportion = 0.1
@@ -153,7 +154,8 @@ _FAMILY_KEYS: dict[str, dict] = {
         "max_answer_length": 30, "null_score_diff_threshold": 0.0, "strict": False,
         "skip_misaligned_answers": False, "eval_batch_size": 32,
     },
-    # CoNLL columns; feature_based: frozen last-4-layer features + a trained BiLSTM (Table 7).
+    # CoNLL columns; strict: seqeval's IOB2 strict mode; feature_based: frozen last-4-layer
+    # features + a trained BiLSTM of lstm_size units (Table 7).
     "ner": {
         "train_file": "train.txt", "dev_file": "valid.txt", "use_tfds": False, "tfds_dir": "",
         "strict": False, "feature_based": False, "lstm_size": 768,
