@@ -138,6 +138,11 @@ def test_glue_mnli_two_dev_sets_and_submission(tiny_hf_dir, tmp_path):
         assert results[f"accuracy_{split}"] == pytest.approx(sum(hits) / len(hits))
     assert (tmp_path / "MNLI-m.tsv").read_text().startswith("index\tprediction\n0\t")
     assert (tmp_path / "MNLI-mm.tsv").exists()
+    # The workdir carries its vocab, so it starts another fine-tuning (MNLI -> RTE) by itself.
+    assert (tmp_path / "vocab.txt").read_bytes() == (tiny_hf_dir / "vocab.txt").read_bytes()
+    rte = _tiny(_config("glue.py", "rte"), str(tmp_path), FIX / "glue" / "rte")
+    runner.finetune(rte, str(tmp_path / "rte"))  # before: "has no vocab.txt"
+    assert (tmp_path / "rte" / "eval_results.json").exists()
 
 
 @pytest.mark.slow

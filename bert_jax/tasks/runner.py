@@ -41,7 +41,7 @@ from bert_jax.tasks.arrays import TrainBatches, eval_batches
 from bert_jax.tasks.jobs import make_job
 from bert_jax.tasks.run_setup import output_dir, run_config, run_mesh, write_json
 from bert_jax.tokenization import ByteBpeTokenizer, FullTokenizer
-from bert_jax.tokenization.byte_bpe import is_byte_bpe_file
+from bert_jax.tokenization.byte_bpe import file_set_of, is_byte_bpe_file
 from bert_jax.train import loop
 from bert_jax.train.validate import check_finetune_config
 
@@ -76,6 +76,18 @@ def _tokenizer_and_weights(cfg):
             )
         return ByteBpeTokenizer(str(vocab)), pre, False
     return FullTokenizer(str(vocab), do_lower_case=lower), pre, lower
+
+
+def _keep_tokenizer_files(vocab: Any, workdir: epath.Path) -> None:
+    """The run's vocab beside its checkpoints, as pretraining does: the workdir is then itself
+    an init_checkpoint for another fine-tuning (MNLI -> RTE) and a `convert` source."""
+    if not vocab:
+        return
+    vocab = epath.Path(vocab)
+    files = file_set_of(vocab) if is_byte_bpe_file(vocab) else {"vocab.txt": vocab}
+    for name, src in files.items():
+        if not (workdir / name).exists():
+            src.copy(workdir / name)
 
 
 def predict(trainer, params, arrays: dict[str, np.ndarray], batch_size: int):
@@ -196,6 +208,7 @@ def finetune(cfg, workdir: str | epath.Path) -> dict[str, float]:
     workdir = epath.Path(workdir)
     if jax.process_index() == 0:
         workdir.mkdir(parents=True, exist_ok=True)
+        _keep_tokenizer_files(cfg.vocab_file or getattr(pre, "vocab_file", None), workdir)
     if hasattr(job, "stats"):
         write_json(job.stats, workdir / "data_stats.json")
     seeds = [cfg.seed + i for i in range(cfg.num_seeds)]
