@@ -2,7 +2,8 @@
 corpus, then fine-tune teacher and student on the same downstream task and report the student's
 accuracy as a fraction of the teacher's (DistilBERT's headline: 97% of BERT-base on GLUE).
 
-  python experiments/distill_minilm.py --workdir /tmp/distill [--steps 300] [--seeds 3]
+  python experiments/distill_minilm.py --workdir /tmp/distill [--steps 300] [--seeds 3] \
+      [--learning_rate 1e-3]
 
 Every step is the `bert-jax` command a user would type: create-pretraining-data (packed full
 sentences, MiniLM's vocab), pretrain with experiments/configs/distilbert.py:cpu and
@@ -51,6 +52,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--workdir", required=True)
     p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--learning_rate", type=float, default=1e-3, help="distillation's peak lr")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--documents", type=int, default=3000, help="embedded-corpus documents")
     args = p.parse_args()
@@ -72,7 +74,8 @@ def main() -> None:
     ]  # fmt: skip
     student, undistilled = root / "student", root / "student_at_init"
     if not (student / "done").exists():
-        bert_jax("pretrain", f"--workdir={student}", *common, f"--config.train_steps={args.steps}")
+        bert_jax("pretrain", f"--workdir={student}", *common, f"--config.train_steps={args.steps}",
+                 f"--config.learning_rate={args.learning_rate}")  # fmt: skip
         (student / "done").write_text("")
     if not (undistilled / "done").exists():  # the student's starting point: one step at lr 0
         bert_jax("pretrain", f"--workdir={undistilled}", *common, "--config.train_steps=1",
@@ -90,6 +93,7 @@ def main() -> None:
     acc = {k: v["accuracy"] for k, v in results.items()}
     doc = {
         "steps": args.steps,
+        "learning_rate": args.learning_rate,
         "seeds": args.seeds,
         "accuracy": acc,
         "accuracy_std": {k: v.get("accuracy_std", 0.0) for k, v in results.items()},
