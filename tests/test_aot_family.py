@@ -19,6 +19,7 @@ from bert_jax.configs import distilbert, electra  # noqa: E402
 GiB = 1024**3
 
 
+@pytest.mark.slow  # ELECTRA-Small's preset compiled for a TPU slice: 24 s on 2 idle cores
 def test_electra_small_preset_compiles_for_v4_8_and_fits():
     c = electra.get_config("small")
     c.scan_layers, c.dynamic_masking = True, False  # masking runs on the host: same step

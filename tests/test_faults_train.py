@@ -252,6 +252,7 @@ def small_disk(tmp_path):
     subprocess.run(["umount", str(mount)], capture_output=True)
 
 
+@pytest.mark.slow  # a second pytest process running five Orbax-failure tests: 15 s idle
 def test_orbax_failures_in_their_own_process():
     """Runs the tests marked `orbax_failure` in a fresh pytest process (see its comment)."""
     env = dict(os.environ, **{_IN_ITS_OWN_PROCESS: "1"})

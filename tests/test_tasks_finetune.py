@@ -124,6 +124,7 @@ def test_swag_end_to_end(tiny_hf_dir, tmp_path):
     assert results["accuracy"] == pytest.approx(sum(hits) / len(hits))
 
 
+@pytest.mark.slow  # two fine-tuning runs (MNLI, then RTE from it): 12 s on 2 idle cores
 def test_glue_mnli_two_dev_sets_and_submission(tiny_hf_dir, tmp_path):
     cfg = _tiny(_config("glue.py", "mnli"), tiny_hf_dir, FIX / "glue" / "mnli")
     cfg.do_predict = True
