@@ -118,6 +118,8 @@ def render(rows: list[tuple[tuple, dict]]) -> str:
 
 
 def main() -> None:
+    from bert_jax.atomic_write import write_json_atomic, write_text_atomic
+
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default=str(REPO / "experiments" / "tpu_family_table.md"))
     p.add_argument("--cache", default="/tmp/bert_jax_tpu_family_table.json")
@@ -134,13 +136,11 @@ def main() -> None:
             if key not in cache:
                 cache[key] = measure(*setup, pathlib.Path(tmp) / "teacher")
                 print(f"{setup}: {cache[key]}", file=sys.stderr, flush=True)
-                cache_path.with_suffix(".tmp").write_text(json.dumps(cache, indent=1))
-                cache_path.with_suffix(".tmp").rename(cache_path)
+                write_json_atomic(cache_path, cache)
             rows.append((setup, cache[key]))
-    out = pathlib.Path(args.out)
-    out.with_suffix(".md.tmp").write_text(render(rows))
-    out.with_suffix(".md.tmp").rename(out)
-    print(out.read_text())
+    text = render(rows)
+    write_text_atomic(args.out, text)
+    print(text)
 
 
 if __name__ == "__main__":
