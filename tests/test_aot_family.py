@@ -53,3 +53,25 @@ def test_distillation_step_compiles_from_a_teacher_config_without_weights(tmp_pa
     moments = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_leaves_with_path(
         state.opt_state)]  # fmt: skip
     assert moments and not any("'teacher']['bert'" in m for m in moments)
+
+
+@pytest.mark.slow  # ALBERT-base's preset compiled for a v4-32 slice: about 35 s here
+def test_albert_base_row_of_the_family_fit_table_still_holds(tmp_path):
+    """The README's family fit table is generated offline (all nine presets take ~20 minutes to
+    compile here); its ALBERT-base row (shared layers, factorised embeddings, SOP, LAMB) is
+    recompiled here and must match the committed table."""
+    import importlib.util
+    import pathlib
+    import re
+
+    script = pathlib.Path(__file__).parents[1] / "experiments" / "tpu_family_table.py"
+    spec = importlib.util.spec_from_file_location("tpu_family_table", script)
+    table = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(table)
+    setup = next(s for s in table.SETUPS if s[:2] == ("albert", "base"))
+    row = table.measure(*setup, tmp_path / "teacher")
+    assert row["fits"] and row["devices"] == 16 and row["batch"] == 4096 and row["seq"] == 512
+    committed = (script.parent / "tpu_family_table.md").read_text()
+    gib = float(re.search(r"\| albert\.py:base \| v4-32 [^|]*\|[^|]*\|[^|]*\| ([0-9.]+) ",
+                          committed).group(1))  # fmt: skip
+    assert row["peak"] / GiB == pytest.approx(gib, abs=0.01), (row["peak"] / GiB, gib)
