@@ -15,7 +15,7 @@ measured by `python experiments/family_learning.py --families albert` (3 MB of t
 corpus, a 4000-token vocab, 3000 steps, about 15 minutes with other jobs on the machine):
 held-out masked-LM accuracy 0.144 against 0.049 for the most frequent target on the same n-gram
 masks, sentence order 0.580 on 1325 held-out pairs against 0.536 for the majority order (a
-binomial std of 1.4 points); tests/test_family_learning.py runs 600 steps. The
+binomial std of 1.4 points); tests/test_family_learning.py runs 400 steps (masked LM only). The
 shards' masks are n-grams whether written statically or drawn dynamically
 (tests/test_ngram_masking.py). TPU fit (experiments/tpu_family_table.md, scan_layers=True,
 remat_policy=full): base on v4-32 with grad_accum_steps=2 in 7.04 of 32 GiB per chip, large on

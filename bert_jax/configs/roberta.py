@@ -27,8 +27,9 @@ QNLI 92.8; at base size with Books+Wiki, 1M steps of batch 256, FULL-SENTENCES r
 by `python experiments/family_learning.py --families roberta` (3 MB of the embedded corpus, a
 4000-token byte-level BPE, 3000 steps, about 15 minutes with other jobs on the 2-core machine):
 held-out masked-LM accuracy 0.207 against 0.041 for always predicting the most frequent target
-on the same dynamic masks (tests/test_family_learning.py runs 300 steps). Fine-tuning reads the byte-level BPE (vocab.json +
-merges.txt or tokenizer.json) from the checkpoint and frames pairs as `<s> A </s></s> B </s>`.
+on the same dynamic masks (tests/test_family_learning.py runs 200 steps). Fine-tuning reads the
+byte-level BPE (vocab.json + merges.txt or tokenizer.json) from the checkpoint and frames pairs
+as `<s> A </s></s> B </s>`.
 """
 
 from __future__ import annotations
