@@ -6,6 +6,11 @@ each here, too slow for the suite); its table is in the README."""
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import pathlib
+import re
+
 import pytest
 
 pytest.importorskip("libtpu", reason="libtpu (pip install 'jax[tpu]') is not installable here")
@@ -55,23 +60,50 @@ def test_distillation_step_compiles_from_a_teacher_config_without_weights(tmp_pa
     assert moments and not any("'teacher']['bert'" in m for m in moments)
 
 
-@pytest.mark.slow  # ALBERT-base's preset compiled for a v4-32 slice: about 35 s here
-def test_albert_base_row_of_the_family_fit_table_still_holds(tmp_path):
-    """The README's family fit table is generated offline (all nine presets take ~20 minutes to
-    compile here); its ALBERT-base row (shared layers, factorised embeddings, SOP, LAMB) is
-    recompiled here and must match the committed table."""
-    import importlib.util
-    import pathlib
-    import re
+TABLE_SCRIPT = pathlib.Path(__file__).parents[1] / "experiments" / "tpu_family_table.py"
 
-    script = pathlib.Path(__file__).parents[1] / "experiments" / "tpu_family_table.py"
-    spec = importlib.util.spec_from_file_location("tpu_family_table", script)
-    table = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(table)
-    setup = next(s for s in table.SETUPS if s[:2] == ("albert", "base"))
-    row = table.measure(*setup, tmp_path / "teacher")
+
+@pytest.fixture(scope="module")
+def family_table():
+    """experiments/tpu_family_table.py as a module, and its committed rows by preset."""
+    spec = importlib.util.spec_from_file_location("tpu_family_table", TABLE_SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    rows = {}
+    for line in (TABLE_SCRIPT.parent / "tpu_family_table.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 7 and cells[0].endswith((":base", ":large", ":xlarge", ":small")):
+            rows[cells[0]] = cells
+    return module, rows
+
+
+def test_the_family_fit_table_has_every_tpu_preset_at_its_recipe_batch(family_table, tmp_path):
+    """The README's family fit table is generated offline (all nine presets take ~20 minutes to
+    compile here): every TPU preset has a row, at the batch and length its config has now."""
+    module, rows = family_table
+    for family, preset, slice_name, knobs in module.SETUPS:
+        c = module.preset_config(family, preset, knobs, tmp_path / "teacher")
+        row = rows.pop(f"{family}.py:{preset}")
+        assert row[1].startswith(slice_name + " ") and row[5] == "yes", row
+        assert row[2] == f"{c.global_batch_size} x {c.max_seq_length}", row
+    assert not rows, f"rows without a setup: {sorted(rows)}"
+    # ... and every preset but `cpu` that the config files offer has a setup.
+    offered = set()
+    for family in ("roberta", "albert", "electra", "distilbert"):
+        with pytest.raises(ValueError) as error:  # the message lists the presets
+            importlib.import_module(f"bert_jax.configs.{family}").get_config("?")
+        names = re.split(r", | or ", str(error.value).split("use ")[1].removeprefix("one of "))
+        offered |= {(family, name) for name in names if name != "cpu"}
+    assert offered == {(f, p) for f, p, _, _ in module.SETUPS}
+
+
+@pytest.mark.slow  # ALBERT-base's preset compiled for a v4-32 slice: about 35 s here
+def test_albert_base_row_of_the_family_fit_table_still_holds(family_table, tmp_path):
+    """ALBERT-base's row (shared layers, factorised embeddings, SOP, LAMB) recompiled: the memory
+    must match the committed table."""
+    module, rows = family_table
+    setup = next(s for s in module.SETUPS if s[:2] == ("albert", "base"))
+    row = module.measure(*setup, tmp_path / "teacher")
     assert row["fits"] and row["devices"] == 16 and row["batch"] == 4096 and row["seq"] == 512
-    committed = (script.parent / "tpu_family_table.md").read_text()
-    gib = float(re.search(r"\| albert\.py:base \| v4-32 [^|]*\|[^|]*\|[^|]*\| ([0-9.]+) ",
-                          committed).group(1))  # fmt: skip
+    gib = float(rows["albert.py:base"][4].split()[0])
     assert row["peak"] / GiB == pytest.approx(gib, abs=0.01), (row["peak"] / GiB, gib)
