@@ -207,3 +207,22 @@ def test_electra_table_matches_training_flops_and_reads_packed_shards():
     assert abs(mlm_steps * per_step["full_sentences"] - electra_flops) < per_step["full_sentences"]
     assert {shard_objective(o) for o in ("full_sentences", "electra")} == {"full_sentences"}
     assert (shard_objective("mlm_nsp"), shard_objective("mlm_sop")) == ("nsp", "sop")
+
+
+def test_a_workdir_made_at_other_settings_is_refused(tmp_path):
+    """Runs are keyed by objective, model, steps, mix, task and seed; a rerun whose other
+    settings differ (here the fine-tuning learning rate, and the --task data) must not mix its
+    numbers with the old ones. Steps, model and seeds may differ: they are in the keys."""
+    import dataclasses
+
+    from bert_jax.ablations.harness import Harness
+    from bert_jax.ablations.run import scale_for
+
+    scale = scale_for("cpu", quick=True)
+    Harness(str(tmp_path), scale)
+    Harness(str(tmp_path), dataclasses.replace(scale, steps=32, seeds=3, model="L2-H64-A2"))
+    assert json.loads((tmp_path / "settings.json").read_text())["finetune_lr"] == scale.finetune_lr
+    with pytest.raises(BertJaxError, match=r"settings.json: .*finetune_lr=0.001 \(now 0.0005\)"):
+        Harness(str(tmp_path), dataclasses.replace(scale, finetune_lr=5e-4))
+    with pytest.raises(BertJaxError, match=r"tasks=\{\} \(now \{'sst2': '/data/sst2'\}\)"):
+        Harness(str(tmp_path), scale, tasks={"sst2": "/data/sst2"})

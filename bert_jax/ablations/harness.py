@@ -41,6 +41,8 @@ from bert_jax.train.pretraining import pretraining_task
 
 FAMILY = {"sst2": "glue", "mrpc": "glue", "mnli": "glue", "conll": "ner", "squad": "squad"}
 _ONE_DEVICE = {"data": 1, "fsdp": 1, "tensor": 1}
+# Scale fields that are part of each run's directory name (or chosen per table): free to differ.
+_KEYED = ("name", "model", "steps", "seeds", "sizes")
 
 
 def shard_objective(objective: str) -> str:
@@ -92,6 +94,26 @@ class Harness:
         self.root = epath.Path(self.workdir)
         self.root.mkdir(parents=True, exist_ok=True)
         self._docs: list[list[str]] | None = None
+        self._check_settings()
+
+    def _check_settings(self) -> None:
+        """Finished runs are keyed by objective, model, steps, mix, task and seed only: the rest
+        of the scale, the corpus and the --task data are recorded on first use, and a workdir
+        made with other values is refused rather than mixed into the new tables."""
+        now = {k: v for k, v in dataclasses.asdict(self.scale).items() if k not in _KEYED}
+        now = json.loads(json.dumps({**now, "corpus": self.corpus, "tasks": self.tasks}))
+        path = self.root / "settings.json"
+        if not path.exists():
+            write_json_atomic(path, now, sort_keys=True)
+            return
+        before = json.loads(path.read_text())
+        changed = sorted(k for k in now.keys() | before.keys() if now.get(k) != before.get(k))
+        if changed:
+            diff = ", ".join(f"{k}={before.get(k)!r} (now {now.get(k)!r})" for k in changed)
+            raise BertJaxError(
+                f"{path}: this workdir's runs were made with {diff}; use another --workdir "
+                "(or the earlier settings) so the tables do not mix the two"
+            )
 
     # ---- data --------------------------------------------------------------------------------
     def _documents(self) -> list[list[str]]:
@@ -165,7 +187,8 @@ class Harness:
                 train_steps=max(run.steps, 1), eval_every_steps=max(run.steps, 1),
                 checkpoint_every_steps=max(run.steps // 4, 1), keep_checkpoints=5,
                 log_every_steps=max(run.steps // 10, 1), max_eval_steps=s.eval_steps,
-                async_checkpoints=False,
+                async_checkpoints=False, hidden_dropout_prob=s.dropout,
+                attention_probs_dropout_prob=s.dropout,
             )
         )  # fmt: skip
         c.mesh.update(_ONE_DEVICE)
