@@ -4,6 +4,7 @@ arm end to end, resumable)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pathlib
 
@@ -152,14 +153,21 @@ def test_quick_run_of_every_table_is_complete_and_resumable(tmp_path):
     assert again == docs["5"]
     assert not any(m.startswith("pretraining") for m in messages)
     assert {p: p.stat().st_mtime for p in finished} == finished
+    # Another fine-tuning budget reuses every pretraining run and fine-tunes anew beside the old.
+    messages.clear()
+    longer = ablate("fig5", dataclasses.replace(scale, finetune_epochs=2), str(tmp_path),
+                    progress=messages.append)  # fmt: skip
+    assert not any(m.startswith("pretraining") for m in messages)
+    assert longer["finetune"] == {"epochs": 2, "learning_rate": scale.finetune_lr}
+    assert "fine-tuned 2 epochs" in (tmp_path / "fig5.md").read_text()
+    now = set(pathlib.Path(tmp_path).rglob("eval_results.json"))
+    assert len(now - set(finished)) == len(longer["arms"]) and set(finished) <= now
 
 
 @pytest.mark.slow
 def test_tpu_plan_fit_checks_every_run_and_writes_the_launch_script(tmp_path):
     """The `--scale tpu` plan of Table 5 with the paper's recipe on a smaller model (the same
     code path: each run's step compiled for a v4-32 with libtpu's compile-only devices)."""
-    import dataclasses
-
     from bert_jax.ablations.run import scale_for
     from bert_jax.ablations.tpu import plan
 
@@ -210,19 +218,19 @@ def test_electra_table_matches_training_flops_and_reads_packed_shards():
 
 
 def test_a_workdir_made_at_other_settings_is_refused(tmp_path):
-    """Runs are keyed by objective, model, steps, mix, task and seed; a rerun whose other
-    settings differ (here the fine-tuning learning rate, and the --task data) must not mix its
-    numbers with the old ones. Steps, model and seeds may differ: they are in the keys."""
-    import dataclasses
-
+    """Runs are keyed by objective, model, steps, mix, task, fine-tuning budget and seed; a rerun
+    whose other settings differ (here the pretraining learning rate, and the --task data) must not
+    mix its numbers with the old ones. The keyed ones may differ."""
     from bert_jax.ablations.harness import Harness
     from bert_jax.ablations.run import scale_for
 
     scale = scale_for("cpu", quick=True)
     Harness(str(tmp_path), scale)
     Harness(str(tmp_path), dataclasses.replace(scale, steps=32, seeds=3, model="L2-H64-A2"))
-    assert json.loads((tmp_path / "settings.json").read_text())["finetune_lr"] == scale.finetune_lr
-    with pytest.raises(BertJaxError, match=r"settings.json: .*finetune_lr=0.001 \(now 0.0005\)"):
-        Harness(str(tmp_path), dataclasses.replace(scale, finetune_lr=5e-4))
+    Harness(str(tmp_path), dataclasses.replace(scale, finetune_epochs=9, finetune_lr=1e-5))
+    settings = json.loads((tmp_path / "settings.json").read_text())
+    assert settings["learning_rate"] == scale.learning_rate and "finetune_lr" not in settings
+    with pytest.raises(BertJaxError, match=r"settings.json: .*learning_rate=0.001 \(now 0.0005\)"):
+        Harness(str(tmp_path), dataclasses.replace(scale, learning_rate=5e-4))
     with pytest.raises(BertJaxError, match=r"tasks=\{\} \(now \{'sst2': '/data/sst2'\}\)"):
         Harness(str(tmp_path), scale, tasks={"sst2": "/data/sst2"})

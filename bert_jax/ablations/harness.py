@@ -7,7 +7,7 @@ the same numbers:
   data/          corpus split (train.txt, eval.txt), vocab/, shards per pairing (nsp/, sop/)
   suite/         the built-in downstream tasks (bert_jax.ablations.suite), unless --task is given
   pretrain/KEY/  one pretraining workdir per run (tables.Pretrain.key); done.json when finished
-  finetune/KEY[@STEP]/TASK[+bilstm]/seedS/eval_results.json
+  finetune/KEY[@STEP]/TASK[+bilstm]/eEPOCHS-lrLR/seedS/eval_results.json
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from bert_jax.train.pretraining import pretraining_task
 FAMILY = {"sst2": "glue", "mrpc": "glue", "mnli": "glue", "conll": "ner", "squad": "squad"}
 _ONE_DEVICE = {"data": 1, "fsdp": 1, "tensor": 1}
 # Scale fields that are part of each run's directory name (or chosen per table): free to differ.
-_KEYED = ("name", "model", "steps", "seeds", "sizes")
+_KEYED = ("name", "model", "steps", "seeds", "sizes", "finetune_epochs", "finetune_lr")
 
 
 def shard_objective(objective: str) -> str:
@@ -97,7 +97,8 @@ class Harness:
         self._check_settings()
 
     def _check_settings(self) -> None:
-        """Finished runs are keyed by objective, model, steps, mix, task and seed only: the rest
+        """Finished runs are keyed by objective, model, steps, mix, task, fine-tuning budget and
+        seed only: the rest
         of the scale, the corpus and the --task data are recorded on first use, and a workdir
         made with other values is refused rather than mixed into the new tables."""
         now = {k: v for k, v in dataclasses.asdict(self.scale).items() if k not in _KEYED}
@@ -106,7 +107,7 @@ class Harness:
         if not path.exists():
             write_json_atomic(path, now, sort_keys=True)
             return
-        before = json.loads(path.read_text())
+        before = {k: v for k, v in json.loads(path.read_text()).items() if k not in _KEYED}
         changed = sorted(k for k in now.keys() | before.keys() if now.get(k) != before.get(k))
         if changed:
             diff = ", ".join(f"{k}={before.get(k)!r} (now {now.get(k)!r})" for k in changed)
@@ -239,7 +240,8 @@ class Harness:
         kind = task.removesuffix("_feature")
         tag = task + ("+bilstm" if arm.bilstm else "")
         at = "" if arm.step is None else f"@{arm.step}"
-        out = self.root / "finetune" / f"{arm.pretrain.key}{at}" / tag / f"seed{seed}"
+        budget = f"e{s.finetune_epochs:g}-lr{s.finetune_lr:g}"  # a new budget reuses pretraining
+        out = self.root / "finetune" / f"{arm.pretrain.key}{at}" / tag / budget / f"seed{seed}"
         results = out / "eval_results.json"
         if not results.exists():
             c = finetune_config(FAMILY[kind])

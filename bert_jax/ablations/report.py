@@ -1,6 +1,7 @@
 """A table's scores -> `<table>.json` (the stable format scripts read), `<table>.md` and plots.
 
-JSON: {"table": T, "scale": S, "arms": {ARM: {TASK: {"median", "std", "n", "paper"}}},
+JSON: {"table": T, "scale": S, "finetune": {"epochs", "learning_rate"},
+       "arms": {ARM: {TASK: {"median", "std", "n", "paper"}}},
        "baselines": {TASK: {"majority": m}}}
 """
 
@@ -34,8 +35,11 @@ def summarize(values: list[float], paper: float | None) -> dict:
     }
 
 
-def write(out_dir: str, table: str, scale: str, arms: dict, baselines: dict) -> dict:
-    doc = {"table": table, "scale": scale, "arms": arms, "baselines": baselines}
+def write(
+    out_dir: str, table: str, scale: str, arms: dict, baselines: dict, finetune: dict
+) -> dict:
+    doc = {"table": table, "scale": scale, "finetune": finetune, "arms": arms,
+           "baselines": baselines}  # fmt: skip
     out = epath.Path(out_dir)
     write_json_atomic(out / f"{table}.json", doc, sort_keys=False)
     write_text_atomic(out / f"{table}.md", markdown(doc))
@@ -46,7 +50,11 @@ def write(out_dir: str, table: str, scale: str, arms: dict, baselines: dict) -> 
 def markdown(doc: dict) -> str:
     tasks = list(dict.fromkeys(t for row in doc["arms"].values() for t in row))
     lines = [f"# {TITLES[doc['table']]} ({doc['scale']} scale)", ""]
-    lines.append("median ± std over n runs (paper's number in brackets)")
+    budget = doc.get("finetune")
+    how = ""
+    if budget:  # tables written before the budget was recorded have none
+        how = f", fine-tuned {budget['epochs']:g} epochs at lr {budget['learning_rate']:g}"
+    lines.append(f"median ± std over n runs{how} (paper's number in brackets)")
     lines += ["", "| arm | " + " | ".join(tasks) + " |", "|---" * (len(tasks) + 1) + "|"]
     for arm, row in doc["arms"].items():
         cells = []

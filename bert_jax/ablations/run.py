@@ -21,12 +21,20 @@ INTRINSIC = ("mlm_ppl", "nsp", "sop")
 
 
 def scale_for(
-    scale: str, steps: int = 0, model: str = "", seeds: int = 0, quick: bool = False
+    scale: str,
+    steps: int = 0,
+    model: str = "",
+    seeds: int = 0,
+    quick: bool = False,
+    finetune_epochs: float = 0,
+    finetune_lr: float = 0,
 ) -> Scale:
     if scale not in SCALES or scale == "quick":
         raise BertJaxError(f"--scale={scale}: use cpu or tpu")
     s = SCALES["quick"] if quick else SCALES[scale]
-    overrides = {k: v for k, v in (("steps", steps), ("model", model), ("seeds", seeds)) if v}
+    given = dict(steps=steps, model=model, seeds=seeds, finetune_epochs=finetune_epochs,
+                 finetune_lr=finetune_lr)  # fmt: skip
+    overrides = {k: v for k, v in given.items() if v}
     return dataclasses.replace(s, **overrides)
 
 
@@ -77,6 +85,7 @@ def ablate(
     baselines = {k: {"majority": majority_baseline(harness.task_dir(k), k)} for k in sorted(kinds)}
     for task in [t for a in arms for t in a.tasks if t.endswith("_feature")]:
         baselines[task] = baselines[task.removesuffix("_feature")]
-    doc = report.write(workdir, table, scale.name, rows, baselines)
+    budget = {"epochs": scale.finetune_epochs, "learning_rate": scale.finetune_lr}
+    doc = report.write(workdir, table, scale.name, rows, baselines, budget)
     progress(f"wrote {workdir}/{table}.json and {table}.md ({time.time() - start:.0f}s)")
     return doc

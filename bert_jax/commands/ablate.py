@@ -32,6 +32,8 @@ _TASK = flags.DEFINE_multi_string("task", [], "KIND:DIR, replaces a built-in tas
 _STEPS = flags.DEFINE_integer("steps", 0, "Pretraining steps per arm (0 = the scale's).")
 _MODEL = flags.DEFINE_string("model", "", "Model preset of the arms (Table 6 keeps its grid).")
 _SEEDS = flags.DEFINE_integer("seeds", 0, "Fine-tuning seeds per task (0 = the scale's, 5).")
+_FT_EPOCHS = flags.DEFINE_float("finetune_epochs", 0, "Fine-tuning epochs (0 = the scale's).")
+_FT_LR = flags.DEFINE_float("finetune_lr", 0, "Fine-tuning learning rate (0 = the scale's).")
 _QUICK = flags.DEFINE_bool("quick", False, "Minutes-long run of every arm (what tests use).")
 _TPU_NAME = flags.DEFINE_string("tpu_name", "", "--scale tpu: the TPU VM to launch on.")
 _TOPOLOGY = flags.DEFINE_string("topology", "v4-32", "--scale tpu: the slice to fit-check.")
@@ -59,7 +61,8 @@ def main(argv: list[str]) -> None:
 
     check_writable_dir(_WORKDIR.value, "--workdir")
 
-    scale = scale_for(_SCALE.value, _STEPS.value, _MODEL.value, _SEEDS.value, _QUICK.value)
+    scale = scale_for(_SCALE.value, _STEPS.value, _MODEL.value, _SEEDS.value, _QUICK.value,
+                      _FT_EPOCHS.value, _FT_LR.value)  # fmt: skip
     tasks = _tasks(_TASK.value)
     if _SCALE.value == "tpu":
         from bert_jax.ablations.tpu import plan
