@@ -139,6 +139,7 @@ def test_quick_run_of_every_table_is_complete_and_resumable(tmp_path):
     assert set(docs["5"]["arms"]["+ BiLSTM"]) == {"sst2", "mrpc", "conll", "squad"}
     for row in docs["6"]["arms"].values():
         assert 1.0 < row["mlm_ppl"]["median"] < 2 * scale.vocab_size
+    assert docs["nsp_sop"]["finetune"] is None and docs["6"]["finetune"]["epochs"] == 1
     for name, row in docs["nsp_sop"]["arms"].items():
         assert set(row) == {"nsp", "sop"}, name
     assert (tmp_path / "fig5.png").stat().st_size > 1000

@@ -1,6 +1,6 @@
 """A table's scores -> `<table>.json` (the stable format scripts read), `<table>.md` and plots.
 
-JSON: {"table": T, "scale": S, "finetune": {"epochs", "learning_rate"},
+JSON: {"table": T, "scale": S, "finetune": {"epochs", "learning_rate"} or null,
        "arms": {ARM: {TASK: {"median", "std", "n", "paper"}}},
        "baselines": {TASK: {"majority": m}}}
 """
@@ -36,7 +36,7 @@ def summarize(values: list[float], paper: float | None) -> dict:
 
 
 def write(
-    out_dir: str, table: str, scale: str, arms: dict, baselines: dict, finetune: dict
+    out_dir: str, table: str, scale: str, arms: dict, baselines: dict, finetune: dict | None
 ) -> dict:
     doc = {"table": table, "scale": scale, "finetune": finetune, "arms": arms,
            "baselines": baselines}  # fmt: skip

@@ -85,7 +85,9 @@ def ablate(
     baselines = {k: {"majority": majority_baseline(harness.task_dir(k), k)} for k in sorted(kinds)}
     for task in [t for a in arms for t in a.tasks if t.endswith("_feature")]:
         baselines[task] = baselines[task.removesuffix("_feature")]
-    budget = {"epochs": scale.finetune_epochs, "learning_rate": scale.finetune_lr}
+    budget = None  # intrinsic-only tables (nsp_sop) fine-tune nothing
+    if kinds:
+        budget = {"epochs": scale.finetune_epochs, "learning_rate": scale.finetune_lr}
     doc = report.write(workdir, table, scale.name, rows, baselines, budget)
     progress(f"wrote {workdir}/{table}.json and {table}.md ({time.time() - start:.0f}s)")
     return doc
