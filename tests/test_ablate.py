@@ -235,3 +235,5 @@ def test_a_workdir_made_at_other_settings_is_refused(tmp_path):
         Harness(str(tmp_path), dataclasses.replace(scale, learning_rate=5e-4))
     with pytest.raises(BertJaxError, match=r"tasks=\{\} \(now \{'sst2': '/data/sst2'\}\)"):
         Harness(str(tmp_path), scale, tasks={"sst2": "/data/sst2"})
+    with pytest.raises(BertJaxError, match=r"--finetune_lr=-0.001: must be positive"):
+        scale_for("cpu", finetune_lr=-1e-3)

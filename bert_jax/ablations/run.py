@@ -34,6 +34,9 @@ def scale_for(
     s = SCALES["quick"] if quick else SCALES[scale]
     given = dict(steps=steps, model=model, seeds=seeds, finetune_epochs=finetune_epochs,
                  finetune_lr=finetune_lr)  # fmt: skip
+    for name, value in given.items():
+        if not isinstance(value, str) and value < 0:
+            raise BertJaxError(f"--{name}={value}: must be positive (0 = the scale's)")
     overrides = {k: v for k, v in given.items() if v}
     return dataclasses.replace(s, **overrides)
 
