@@ -79,7 +79,7 @@ def test_masking_mix_reaches_static_shards(tmp_path, uncased_vocab):
             n = int(f["masked_lm_weights"].sum())
             picked = f["input_ids"][f["masked_lm_positions"][:n]]
             at_mask.append(picked == mask_id)
-            if mix == (0.0, 0.0):  # 0/0/100: selected tokens keep their id
+            if mix == (0.0, 0.0):  # 0/100/0: selected tokens keep their id
                 assert (picked == f["masked_lm_ids"][:n]).all()
         kept[mix] = np.concatenate(at_mask).mean()
     assert kept[1.0, 0.0] == 1.0 and kept[0.0, 0.0] == 0.0
@@ -125,7 +125,8 @@ def test_quick_run_of_every_table_is_complete_and_resumable(tmp_path):
     scale = scale_for("cpu", quick=True)
     mixes = {a.pretrain.mask_and_random_prob for a in tables.arms("8", scale.model, scale.steps, ())
              if a.pretrain.steps}  # fmt: skip
-    assert len(mixes) == 6 and (0.8, 0.1) in mixes and (0.0, 0.2) in mixes
+    # the paper writes MASK/SAME/RND: 80/0/20 replaces a fifth at random, 0/0/100 all of them
+    assert mixes == {(0.8, 0.1), (1.0, 0.0), (0.8, 0.2), (0.8, 0.0), (0.0, 0.8), (0.0, 1.0)}
     messages: list[str] = []
     docs = {}
     for table in ("5", "fig5", "6", "nsp_sop"):
@@ -166,19 +167,35 @@ def test_quick_run_of_every_table_is_complete_and_resumable(tmp_path):
 
 
 @pytest.mark.slow
-def test_tpu_plan_fit_checks_every_run_and_writes_the_launch_script(tmp_path):
-    """The `--scale tpu` plan of Table 5 with the paper's recipe on a smaller model (the same
-    code path: each run's step compiled for a v4-32 with libtpu's compile-only devices)."""
+def test_tpu_plan_fit_checks_every_run_of_every_table_and_writes_the_launch_script(tmp_path):
+    """Every table's `--scale tpu` plan with the paper's recipe on a smaller model (Table 6's grid
+    shrunk to that model): the same code path, each run's phase-1 and phase-2 step compiled for a
+    v4-32 with libtpu's compile-only devices. The BERT-base plans are measured in the README."""
+    from bert_jax.ablations import tpu
     from bert_jax.ablations.run import scale_for
-    from bert_jax.ablations.tpu import plan
+    from bert_jax.ablations.tables import TABLES
 
-    scale = dataclasses.replace(scale_for("tpu"), model="tiny")
-    doc = plan("5", scale, str(tmp_path), "v4-32", "my-v4", {"squad": "gs://b/squad"})
-    trained = [k for k, r in doc["runs"].items() if "fit" in r]
-    assert sorted(trained) == sorted(
-        f"{o}-tiny-80.10.10-s900000" for o in ("mlm_nsp", "mlm", "ltr")
+    scale = dataclasses.replace(scale_for("tpu"), model="L1-H64-A2", sizes=((1, 64, 2),))
+    tpu._FITS.clear()
+    docs = {t: tpu.plan(t, scale, str(tmp_path), "v4-32", "my-v4", {"squad": "gs://b/squad"})
+            for t in TABLES}  # fmt: skip
+    for table, doc in docs.items():
+        trained = {k: r for k, r in doc["runs"].items() if not k.startswith("random-")}
+        assert trained, table
+        for key, run in trained.items():
+            assert run["fit"]["phase1"]["fits"] and run["fit"]["phase2"]["fits"], key
+            # 512 tokens and 80 predictions need more memory than 128 and 20
+            assert run["fit"]["phase2"]["required_gib"] > run["fit"]["phase1"]["required_gib"]
+    assert sorted(docs["8"]["runs"]) == sorted(
+        [f"mlm_nsp-L1-H64-A2-{m.replace('/', '.')}-s900000" for m in tables.MIXES]
+        + ["random-L1-H64-A2-mlm_nsp"]
     )
-    assert all(doc["runs"][k]["fit"]["fits"] for k in trained)
+    # the six masking mixes are one program: compiled once, not six times
+    assert len({json.dumps(r["fit"], sort_keys=True) for r in docs["8"]["runs"].values()
+                if "fit" in r}) == 1  # fmt: skip
+    # two phases of: Table 5's three objectives, SOP, ELECTRA and its full-sentence MLM arm
+    assert len(tpu._FITS) == 2 * 6
+
     script = (tmp_path / "plan" / "5.sh").read_text().splitlines()
     pretrain = [line for line in script if " bert-jax pretrain " in line]
     assert len(pretrain) == 2 * 3 + 1  # phase 1 and 2 per run, one lr-0 step for random init
@@ -188,6 +205,8 @@ def test_tpu_plan_fit_checks_every_run_and_writes_the_launch_script(tmp_path):
     assert len(finetune) == 5 * 4
     assert sum("--config.bilstm_size=768" in line for line in finetune) == 4
     assert sum("--config.data_dir=gs://b/squad" in line for line in finetune) == 5
+    mixes = (tmp_path / "plan" / "8.sh").read_text()
+    assert "--config.mask_prob=0.0 --config.random_prob=0.8" in mixes  # 0/20/80: RND 80%
 
 
 def test_electra_table_matches_training_flops_and_reads_packed_shards():

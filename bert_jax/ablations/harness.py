@@ -234,8 +234,10 @@ class Harness:
     def finetune(self, arm: Arm, task: str, seed: int) -> float:
         """Dev headline x 100 (accuracy; entity F1; SQuAD F1) of one fine-tuning run."""
         s = self.scale
-        src = self.pretrain(arm.pretrain) if arm.step is None else self.snapshot(
-            arm.pretrain, arm.step
+        src = (
+            self.pretrain(arm.pretrain)
+            if arm.step is None
+            else self.snapshot(arm.pretrain, arm.step)
         )
         kind = task.removesuffix("_feature")
         tag = task + ("+bilstm" if arm.bilstm else "")
@@ -286,7 +288,6 @@ class Harness:
         metrics = eval_task.evaluate(trainer, graft_encoder(fresh, params))
         head = objectives.get(objective).sentence_head
         return 100.0 * metrics[f"{head}_accuracy"]
-
 
 
 def majority_baseline(task_dir: str, kind: str) -> float:

@@ -69,9 +69,12 @@ class Pretrain:
 
     @property
     def mask_and_random_prob(self) -> tuple[float, float]:
-        """The mix as probabilities: "80/10/10" -> (0.8, 0.1) (the rest keep their token)."""
-        mask, rnd, _ = (int(x) / 100 for x in self.mix.split("/"))
-        return mask, rnd
+        """The mix, written MASK/SAME/RND as in the paper's Table 8, as the (mask_prob,
+        random_prob) of the data pipeline: "80/0/20" -> (0.8, 0.2); SAME is the rest."""
+        mask, same, rnd = (int(x) for x in self.mix.split("/"))
+        if mask + same + rnd != 100:
+            raise ValueError(f"masking mix {self.mix!r}: MASK/SAME/RND must add up to 100")
+        return mask / 100, rnd / 100
 
     @property
     def key(self) -> str:
@@ -136,7 +139,7 @@ def arms(
     if table == "electra":  # ELECTRA Table 1: equal training FLOPs, the generator's counted
         return [
             Arm("BERT (MLM)", Pretrain("full_sentences", model, mlm_steps or steps), tasks),
-            Arm("ELECTRA", Pretrain("electra", model, steps, "85/0/15"), tasks),
+            Arm("ELECTRA", Pretrain("electra", model, steps, "85/15/0"), tasks),
             Arm("random init", Pretrain("full_sentences", model, 0), tasks),
         ]
     raise ValueError(f"table {table!r}: use one of {', '.join(TABLES)}")
