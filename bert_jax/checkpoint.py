@@ -3,7 +3,7 @@
 A workdir's `checkpoints/<step>/` holds two items: `state` (the TrainState: params, optimizer
 state, step, rng, skip counters; sharded arrays, OCDBT) and `input` (each process's
 input-iterator state as JSON, `process_<i>-of-<n>.json`, for exact resume). Saves are
-asynchronous; the last `keep` are kept.
+asynchronous; the last `keep` are kept, and every multiple of `keep_every` (if set) forever.
 
     ckpt = Checkpointer(workdir / "checkpoints", save_every=1000, keep=3)
     ckpt.maybe_save(step, state, input_state)     # every `save_every` steps (async)
@@ -157,6 +157,7 @@ class Checkpointer:
         keep: int = 3,
         async_save: bool = True,
         read_only: bool = False,
+        keep_every: int = 0,
     ) -> None:
         # Orbax refuses relative paths ("Checkpoint path should be absolute"): `--workdir=run`.
         local = "://" not in os.fspath(directory)
@@ -164,6 +165,7 @@ class Checkpointer:
         self.save_every = max(int(save_every), 1)
         options = ocp.CheckpointManagerOptions(
             max_to_keep=None if read_only else keep,
+            keep_period=keep_every or None,  # e.g. Figure 5's checkpoints along pretraining
             enable_async_checkpointing=async_save,
             create=not read_only,
             read_only=read_only,
@@ -364,7 +366,11 @@ def restore_params(workdir: str | os.PathLike, step: int | None = None) -> tuple
     bert_config = BertConfig.from_dict(cfg["bert"], source=str(epath.Path(workdir) / "config.json"))
     ckpt = Checkpointer(epath.Path(workdir) / "checkpoints", read_only=True, async_save=False)
     try:
-        steps = sorted(ckpt.all_steps(), reverse=True) if step is None else [step]
+        steps = sorted(ckpt.all_steps(), reverse=True)
+        if step is not None and step not in steps:
+            have = ", ".join(map(str, sorted(steps))) or "none"
+            raise BertJaxError(f"{ckpt.directory}: no checkpoint at step {step} (steps: {have})")
+        steps = steps if step is None else [step]
         if not steps:
             raise BertJaxError(f"{epath.Path(workdir) / 'checkpoints'}: no checkpoint found")
         skipped = []

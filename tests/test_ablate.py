@@ -205,6 +205,23 @@ def test_tpu_plan_fit_checks_every_run_of_every_table_and_writes_the_launch_scri
     assert len(finetune) == 5 * 4
     assert sum("--config.bilstm_size=768" in line for line in finetune) == 4
     assert sum("--config.data_dir=gs://b/squad" in line for line in finetune) == 5
+    assert all("--config.learning_rate=5e-05 --config.num_train_epochs=3.0" in line
+               for line in finetune)  # fmt: skip
+    assert sum("--config.keep_checkpoint_every_steps=225000" in line for line in pretrain) == 3
+    # Figure 5: each point fine-tunes phase 1's checkpoint of its step, into its own directory
+    fig5 = [line for line in (tmp_path / "plan" / "fig5.sh").read_text().splitlines()
+            if " bert-jax finetune " in line]  # fmt: skip
+    mlm = f"{tmp_path}/pretrain/mlm_nsp-L1-H64-A2-80.10.10-s900000"
+    assert f"--workdir {mlm.replace('pretrain', 'finetune')}@450000/mrpc/e3-lr5e-05 " in "\n".join(
+        fig5
+    )
+    at_450k = [line for line in fig5 if "@450000/" in line and "/mlm_nsp-" in line]
+    assert len(at_450k) == 1 and f"--config.init_checkpoint={mlm}-p1 " in at_450k[0]
+    assert "--config.init_checkpoint_step=450000" in at_450k[0]
+    assert len({line.split(" --workdir ")[1].split()[0] for line in fig5}) == len(fig5) == 9
+    with pytest.raises(BertJaxError, match=r"MLM@2500: no checkpoint is kept at step 2500; give "
+                       r"--steps whose quarters are multiples of 5000"):  # fmt: skip
+        tpu.plan("fig5", dataclasses.replace(scale, steps=10_000), str(tmp_path), "v4-32", "", {})
     mixes = (tmp_path / "plan" / "8.sh").read_text()
     assert "--config.mask_prob=0.0 --config.random_prob=0.8" in mixes  # 0/20/80: RND 80%
 

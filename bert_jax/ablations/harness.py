@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import shutil
 from collections.abc import Callable
 
 import jax
@@ -211,34 +210,11 @@ class Harness:
             write_json_atomic(wd / "done.json", result.last_eval, sort_keys=True)
         return wd
 
-    def snapshot(self, run: Pretrain, step: int) -> epath.Path:
-        """A workdir holding only the checkpoint of `step` (Figure 5 fine-tunes each)."""
-        src = self.pretrain(run)
-        out = self.root / "snapshots" / f"{run.key}@{step}"
-        if not (out / "checkpoints" / str(step)).exists():
-            if not (src / "checkpoints" / str(step)).exists():
-                raise BertJaxError(f"{src}: no checkpoint at step {step}")
-            tmp = out.parent / (out.name + ".tmp")
-            if tmp.exists():
-                shutil.rmtree(tmp)
-            (tmp / "checkpoints").mkdir(parents=True)
-            for name in ("config.json", "vocab.txt"):
-                shutil.copyfile(src / name, tmp / name)
-            shutil.copytree(src / "checkpoints" / str(step), tmp / "checkpoints" / str(step))
-            if out.exists():
-                shutil.rmtree(out)
-            tmp.rename(out)
-        return out
-
     # ---- scores ------------------------------------------------------------------------------
     def finetune(self, arm: Arm, task: str, seed: int) -> float:
         """Dev headline x 100 (accuracy; entity F1; SQuAD F1) of one fine-tuning run."""
         s = self.scale
-        src = (
-            self.pretrain(arm.pretrain)
-            if arm.step is None
-            else self.snapshot(arm.pretrain, arm.step)
-        )
+        src = self.pretrain(arm.pretrain)  # Figure 5: its checkpoint of `arm.step`
         kind = task.removesuffix("_feature")
         tag = task + ("+bilstm" if arm.bilstm else "")
         at = "" if arm.step is None else f"@{arm.step}"
@@ -250,6 +226,7 @@ class Harness:
             c.update(
                 dict(
                     data_dir=self.task_dir(kind), init_checkpoint=str(src), seed=seed,
+                    init_checkpoint_step=arm.step or 0,
                     max_seq_length=s.seq, learning_rate=s.finetune_lr,
                     num_train_epochs=s.finetune_epochs, train_batch_size=s.finetune_batch,
                     eval_batch_size=64, log_every_steps=10_000, checkpoint_every_steps=10**9,

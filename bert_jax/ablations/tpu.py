@@ -1,10 +1,12 @@
 """`bert-jax ablate --scale tpu`: the paper's recipe per arm, checked to fit, as a launch script.
 
-For every distinct pretraining run of the table this writes the phase-1 (128 tokens, 900k steps)
-and phase-2 (512 tokens, 100k steps, from phase 1) `bert-jax pretrain` commands with the arm's
-objective, model and masking mix, and the `bert-jax finetune` commands of its tasks over the
-seeds, each wrapped in `python tpu_setup/tpu.py run --name TPU_NAME` so that it runs on every
-worker of the slice. Before writing anything, each run's train step is compiled ahead of time
+For every distinct pretraining run of the table this writes the phase-1 (128 tokens, 900k steps,
+keeping its checkpoint at every quarter for Figure 5) and phase-2 (512 tokens, 100k steps, from
+phase 1) `bert-jax pretrain` commands with the arm's objective, model and masking mix, and the
+`bert-jax finetune` commands of its tasks over the seeds at the scale's fine-tuning budget
+(Figure 5's arms from their phase-1 step, the others from phase 2), each wrapped in
+`python tpu_setup/tpu.py run --name TPU_NAME` so that it runs on every worker of the slice.
+Before writing anything, each run's train step is compiled ahead of time
 for the slice (`bert_jax.aot`, libtpu's compile-only devices: `pip install 'bert-jax[tpu]'`),
 phase 1 and phase 2 both (512 tokens needs more memory than 128); a run that does not fit stops
 the plan with the knobs to turn. Runs whose steps are the same program (Table 8's masking mixes
@@ -51,6 +53,8 @@ def run_overrides(run: tables.Pretrain, scale: Scale, data: str, phase: int) -> 
         # Phase 2 is the same fraction of every run (ELECTRA's table gives arms other steps).
         "train_steps": run.steps if phase == 1 else scale.phase2_steps * run.steps // scale.steps,
     }
+    if phase == 1 and _quarter(run):  # Figure 5 fine-tunes the checkpoint of each quarter
+        out["keep_checkpoint_every_steps"] = _quarter(run)
     if objectives.get(run.objective).masking is not None:
         mask, rnd = run.mask_and_random_prob
         out.update(dynamic_masking=True, mask_prob=mask, random_prob=rnd)
@@ -66,7 +70,7 @@ def fit_check(run: tables.Pretrain, overrides: dict, topology: str) -> dict:
 
     # The step's shapes and sharding; files and masking only matter to the input pipeline.
     skip = {"train_files", "eval_files", "vocab_file", "dynamic_masking", "mask_prob",
-            "random_prob"}  # fmt: skip
+            "random_prob", "keep_checkpoint_every_steps"}  # fmt: skip
     step = {k: v for k, v in overrides.items() if k not in skip}
     memo = json.dumps([run.model, topology, step], sort_keys=True)
     if memo in _FITS:
@@ -82,6 +86,14 @@ def fit_check(run: tables.Pretrain, overrides: dict, topology: str) -> dict:
     _FITS[memo] = {"fits": True, "required_gib": report.required_bytes / 2**30,
                    "flops_per_step": trainer.flops_per_step}  # fmt: skip
     return _FITS[memo]
+
+
+def _quarter(run: tables.Pretrain) -> int:
+    """Figure 5's checkpoint interval: a quarter of phase 1 if it falls on the pretraining
+    config's save interval (else 0: that checkpoint would never be written)."""
+    every = int(pretrain_config(run.model).checkpoint_every_steps)
+    quarter = max(run.steps // 4, 1)
+    return 0 if quarter % every else quarter
 
 
 def _flags(overrides: dict) -> str:
@@ -103,6 +115,11 @@ def plan(
     runs: dict[str, dict] = {}
     for arm in arms:
         run = arm.pretrain
+        kept = run_overrides(run, scale, data, 1).get("keep_checkpoint_every_steps")
+        if arm.step is not None and (not kept or arm.step % kept):  # before any compile
+            every = pretrain_config(run.model).checkpoint_every_steps
+            raise BertJaxError(f"{arm.name}: no checkpoint is kept at step {arm.step}; give "
+                               f"--steps whose quarters are multiples of {every}")  # fmt: skip
         p1, p2 = f"{workdir}/pretrain/{run.key}-p1", f"{workdir}/pretrain/{run.key}-p2"
         if run.key not in runs and run.steps:
             one, two = (run_overrides(run, scale, data, phase) for phase in (1, 2))
@@ -127,16 +144,23 @@ def plan(
                          f"{run.model} --workdir {source} {_flags(zero)}")  # fmt: skip
         elif not run.steps:
             source = f"{workdir}/pretrain/{run.key}"
+        if arm.step is not None:  # Figure 5: the phase-1 checkpoint of that step
+            source = p1
+        budget = f"e{scale.finetune_epochs:g}-lr{scale.finetune_lr:g}"  # the harness's layout
         for task in arm.tasks:
             kind = task.removesuffix("_feature")
             if kind not in FAMILY:  # intrinsic: the pretraining run's own eval metrics
                 continue
             config = "experiments/configs/" + _FINETUNE_CONFIG[FAMILY[kind]].format(kind=kind)
             extra = {"init_checkpoint": source, "data_dir": tasks.get(kind, f"DATA/{kind}"),
-                     "num_seeds": scale.seeds,
+                     "num_seeds": scale.seeds, "learning_rate": scale.finetune_lr,
+                     "num_train_epochs": scale.finetune_epochs,
+                     **({"init_checkpoint_step": arm.step} if arm.step is not None else {}),
                      **({"bilstm_size": scale.lstm_size} if arm.bilstm else {}),
                      **({"feature_based": True} if task.endswith("_feature") else {})}  # fmt: skip
-            out = f"{workdir}/finetune/{run.key}/{task}{'+bilstm' if arm.bilstm else ''}"
+            at = "" if arm.step is None else f"@{arm.step}"
+            tag = task + ("+bilstm" if arm.bilstm else "")
+            out = f"{workdir}/finetune/{run.key}{at}/{tag}/{budget}"
             lines.append(f"{on_tpu} bert-jax finetune --config {config} --workdir {out} "
                          f"{_flags(extra)}")  # fmt: skip
     out_dir = epath.Path(workdir) / "plan"

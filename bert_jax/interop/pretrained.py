@@ -76,16 +76,19 @@ def load_pretrained(
     path: str | os.PathLike,
     bert_config_file: str | os.PathLike | None = None,
     vocab_file: str | os.PathLike | None = None,
+    step: int | None = None,
 ) -> Pretrained:
     """Load a Hugging Face directory, a TF checkpoint prefix (or the directory holding
-    bert_model.ckpt.*), or a bert-jax workdir (a directory with `checkpoints/`). Paths are local
-    or anything etils.epath opens (gs://)."""
+    bert_model.ckpt.*), or a bert-jax workdir (a directory with `checkpoints/`; its latest
+    checkpoint, or that of `step`). Paths are local or anything etils.epath opens (gs://)."""
     path = epath.Path(path)
     vocab = epath.Path(vocab_file) if vocab_file else None
     if vocab is not None and not vocab.exists():
         raise BertJaxError(f"{vocab}: no such vocab file")
     if path.is_dir() and (path / "checkpoints").is_dir():
-        return _load_workdir(path, vocab)
+        return _load_workdir(path, vocab, step)
+    if step is not None:
+        raise BertJaxError(f"{path}: a checkpoint step ({step}) needs a bert-jax workdir")
     tf_prefix = _tf_prefix_in(path) if path.is_dir() else None
     if path.is_dir() and tf_prefix is None:
         override = BertConfig.from_json_file(bert_config_file) if bert_config_file else None
@@ -126,8 +129,8 @@ def load_pretrained(
     )
 
 
-def _load_workdir(path: epath.Path, vocab: epath.Path | None) -> Pretrained:
-    config, params = restore_params(path)
+def _load_workdir(path: epath.Path, vocab: epath.Path | None, step: int | None) -> Pretrained:
+    config, params = restore_params(path, step)
     params = unstack_layers(meta.unbox(params))
     params = params.get("params", params)
     params = jax.tree.map(lambda x: np.asarray(x, np.float32), params)

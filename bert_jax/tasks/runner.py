@@ -51,7 +51,8 @@ def _tokenizer_and_weights(cfg):
         raise BertJaxError("config init_checkpoint is empty: give a workdir, HF dir or TF ckpt")
     if is_xlnet_dir(cfg.init_checkpoint):
         return xlnet_finetune.load(cfg)
-    pre = load_pretrained(cfg.init_checkpoint, vocab_file=cfg.vocab_file or None)
+    step = cfg.get("init_checkpoint_step") or None
+    pre = load_pretrained(cfg.init_checkpoint, vocab_file=cfg.vocab_file or None, step=step)
     vocab = cfg.vocab_file or pre.vocab_file
     if not vocab:
         raise BertJaxError(

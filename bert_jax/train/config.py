@@ -49,6 +49,7 @@ def training_config() -> ml_collections.ConfigDict:
     c.eval_every_steps = 0  # 0 = no evaluation during training
     c.checkpoint_every_steps = 1000
     c.keep_checkpoints = 3
+    c.keep_checkpoint_every_steps = 0  # also keep every multiple of this step for good (0: none)
     c.async_checkpoints = True
 
     # Devices: data x fsdp x tensor = all devices (-1 = the rest).
@@ -112,9 +113,11 @@ def finetune_config(family: str) -> ml_collections.ConfigDict:
     optimizer="adam_reference", schedule="reference" reproduce the TF code exactly)."""
     c = training_config()
     c.family = family  # glue | squad | ner | swag
-    # Checkpoint and vocab: init_checkpoint is required; vocab_file "" = the checkpoint's
+    # Checkpoint and vocab: init_checkpoint is required; init_checkpoint_step picks a bert-jax
+    # workdir's checkpoint (0 = the latest); vocab_file "" = the checkpoint's
     # vocab.txt; do_lower_case None = the checkpoint's setting, or True if it has none.
     c.do_lower_case = ml_collections.FieldReference(None, field_type=bool)
+    c.init_checkpoint_step = 0
     c.data_dir = ""  # the task's data files (see the family's config file)
     # One run: train_steps = int(train examples / train_batch_size * num_train_epochs) and
     # warmup_steps = train_steps * warmup_proportion are filled in by bert_jax.tasks.runner.

@@ -6,12 +6,12 @@
     task.train_input(trainer) -> resumable iterator of batches (get_state()/set_state())
     task.evaluate(trainer, params) -> dict of eval metrics          (optional)
 Config keys read here: train_steps, log_every_steps, eval_every_steps, checkpoint_every_steps,
-keep_checkpoints, async_checkpoints, max_nonfinite_steps, mesh.{data,fsdp,tensor} (plus the
-trainer's keys, see bert_jax.train.trainer). Pass `batches=` to use another iterator (tests),
-`init_params=` to start from pretrained weights (ignored when the workdir has a checkpoint: a
-rerun of the same command resumes exactly, and a rerun with another config is refused, see
-bert_jax.train.workdir) and `preflight=` for a check of the built trainer before any data is read
-(the runs pass the TPU memory check of bert_jax.aot).
+keep_checkpoints, keep_checkpoint_every_steps, async_checkpoints, max_nonfinite_steps,
+mesh.{data,fsdp,tensor} (plus the trainer's keys, see bert_jax.train.trainer). Pass `batches=` to
+use another iterator (tests), `init_params=` to start from pretrained weights (ignored when the
+workdir has a checkpoint: a rerun of the same command resumes exactly, and a rerun with another
+config is refused, see bert_jax.train.workdir) and `preflight=` for a check of the built trainer
+before any data is read (the runs pass the TPU memory check of bert_jax.aot).
 
 Preemption (SIGTERM): one process saves at the next step and stops. Several processes use JAX's
 preemption sync point instead: the notice reaches every process and all of them save the same
@@ -165,6 +165,7 @@ def _train_locked(
         workdir / "checkpoints",
         save_every=int(config.get("checkpoint_every_steps", 1000)),
         keep=int(config.get("keep_checkpoints", 3)),
+        keep_every=int(config.get("keep_checkpoint_every_steps", 0)),
         async_save=bool(config.get("async_checkpoints", True)),
     )
     writer = None

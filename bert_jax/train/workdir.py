@@ -26,9 +26,10 @@ from bert_jax.errors import BertJaxError
 RESUMABLE = frozenset(
     {
         "log_every_steps", "eval_every_steps", "checkpoint_every_steps", "keep_checkpoints",
-        "async_checkpoints", "max_eval_steps", "eval_files", "eval_batch_size", "export_hf_dir",
-        "max_nonfinite_steps", "distributed", "mesh", "num_devices", "train_files", "vocab_file",
-        "init_checkpoint", "data_dir", "tfds_dir",
+        "keep_checkpoint_every_steps", "async_checkpoints", "max_eval_steps", "eval_files",
+        "eval_batch_size", "export_hf_dir", "max_nonfinite_steps", "distributed", "mesh",
+        "num_devices", "train_files", "vocab_file", "init_checkpoint", "data_dir",
+        "tfds_dir",
     }
 )  # fmt: skip
 
