@@ -137,6 +137,12 @@ def test_quick_run_of_every_table_is_complete_and_resumable(tmp_path):
         assert on_disk == json.loads(json.dumps(docs[table]))
         assert (tmp_path / f"{table}.md").read_text().count("\n|") >= len(expected)
     assert docs["5"]["arms"]["LTR & No NSP"]["squad"]["paper"] == 77.8
+    # masked-LM arms are read against the context-free predictor on the same held-out masks
+    checks = docs["5"]["pretraining"]
+    assert set(checks) == {"BERT", "No NSP"}, checks  # not LTR, not random init
+    for check in checks.values():
+        assert 0 < check["unigram"] < check["context_free"] < 0.5 and 0 <= check["mlm_accuracy"]
+    assert "| BERT | " in (tmp_path / "5.md").read_text().split("context-free predictor")[1]
     assert set(docs["5"]["arms"]["+ BiLSTM"]) == {"sst2", "mrpc", "conll", "squad"}
     for row in docs["6"]["arms"].values():
         assert 1.0 < row["mlm_ppl"]["median"] < 2 * scale.vocab_size

@@ -32,6 +32,10 @@ def test_demo_runs_every_stage(tmp_path):
     # caught up with always answering the most frequent token and is far below the loss of a
     # uniform guess over the 1000-token vocab, ln 1000 = 6.91.
     assert 0.0 < baseline < 0.3 and acc >= baseline
+    # the context-free bar (copy the shown token, else the most frequent): 80/10/10 shows a tenth
+    # of the targets unchanged, so it sits well above the unigram rate
+    free = float(re.search(r"context-free baseline\s+([0-9.]+)", text).group(1))
+    assert baseline + 0.05 < free < 0.5, text
     # every accuracy has its majority-class baseline beside it: next-sentence too
     nsp_base = re.search(r"next-sentence accuracy\s+[0-9.]+\n\s+majority-class baseline\s+"
                          r"([0-9.]+)  \(always '(random|actual) next'", text)  # fmt: skip

@@ -67,20 +67,16 @@ def _config(data, **kw) -> ml_collections.ConfigDict:
     return c
 
 
-def _unigram_baseline(data) -> float:
-    """Accuracy on the eval shards of always predicting the most frequent training target."""
+def _baselines(data) -> dict[str, float]:
+    """Held-out accuracy of always predicting the most frequent training target (`unigram`), and
+    of that at [MASK] and the shown token elsewhere (`unigram_or_copy`: no context used)."""
     from bert_jax.input import EvalInput
+    from bert_jax.objectives.baselines import masked_lm_baselines
+    from bert_jax.tokenization.vocab import load_vocab
 
-    counts = collections.Counter()
-    for b in EvalInput(data["train"], 64, SEQ, PRED):
-        counts.update(b["masked_lm_ids"][b["masked_lm_weights"] > 0].tolist())
-    top = counts.most_common(1)[0][0]
-    hit = total = 0.0
-    for b in EvalInput(data["eval"], 64, SEQ, PRED):
-        w = b["masked_lm_weights"]
-        hit += float(np.sum((b["masked_lm_ids"] == top) * w))
-        total += float(np.sum(w))
-    return hit / total
+    mask_id = load_vocab(data["vocab"])["[MASK]"]
+    return masked_lm_baselines(EvalInput(data["train"], 64, SEQ, PRED),
+                               EvalInput(data["eval"], 64, SEQ, PRED), mask_id)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -104,10 +100,17 @@ def _nsp_majority(data) -> float:
 
 @pytest.mark.slow  # its `trained` fixture pretrains 300 steps: 110 s measured (shared machine)
 def test_tiny_bert_learns_beyond_unigram_baseline(data, trained):
+    """Clearing the unigram rate shows the masked-LM path works (targets gathered at their
+    positions and learned); it does not show context used: the seeded run (0.089 against unigram
+    0.045) is still below the context-free bar (0.135: copy the shown token, else the most
+    frequent), which this model size crosses only after thousands of steps
+    (experiments/ablations/README.md)."""
     workdir, result = trained
-    baseline = _unigram_baseline(data)
+    base = _baselines(data)
+    baseline = base["unigram"]
     acc = result.last_eval["eval_masked_lm_accuracy"]
-    print(f"held-out masked-LM accuracy {acc:.3f}, unigram baseline {baseline:.3f}")
+    print(f"held-out masked-LM accuracy {acc:.3f}, unigram baseline {baseline:.3f}, "
+          f"context-free {base['unigram_or_copy']:.3f}")  # fmt: skip
     assert 0.01 < baseline < 0.2
     assert acc > 1.5 * baseline and acc > baseline + 0.02
     # NSP barely starts in 300 steps: the seeded run answers the majority label (held-out

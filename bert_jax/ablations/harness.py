@@ -13,6 +13,7 @@ the same numbers:
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import math
 from collections.abc import Callable
@@ -36,7 +37,7 @@ from bert_jax.tasks import runner
 from bert_jax.tokenization.vocab_builder import build_vocab
 from bert_jax.train import build_trainer, make_mesh
 from bert_jax.train.config import finetune_config, pretrain_config
-from bert_jax.train.pretraining import pretraining_task
+from bert_jax.train.pretraining import bert_config_from, pretraining_task
 
 FAMILY = {"sst2": "glue", "mrpc": "glue", "mnli": "glue", "conll": "ner", "squad": "squad"}
 _ONE_DEVICE = {"data": 1, "fsdp": 1, "tensor": 1}
@@ -265,6 +266,38 @@ class Harness:
         metrics = eval_task.evaluate(trainer, graft_encoder(fresh, params))
         head = objectives.get(objective).sentence_head
         return 100.0 * metrics[f"{head}_accuracy"]
+
+
+    def masked_lm_check(self, run: Pretrain) -> dict | None:
+        """A masked-LM run's held-out accuracy next to the context-free predictors' on the same
+        masks (bert_jax.objectives.baselines): above `context_free`, the model uses context.
+        None for runs without masked-LM targets (LTR, random init) and for ELECTRA (its
+        generator's). Cached in baselines.json."""
+        spec = objectives.get(run.objective).masking
+        if spec is None or not run.steps or run.family != "bert":
+            return None
+        wd = self.pretrain(run)
+        cached = wd / "baselines.json"
+        if not cached.exists():
+            from bert_jax.input import EvalInput
+            from bert_jax.objectives.baselines import masked_lm_baselines
+
+            c = self.pretrain_config(run)
+            masking = pretraining_task(c, bert_config_from(c)).dynamic_masking
+
+            def batches(files: str, n: int):  # the eval's masks: same seed, same examples
+                data = EvalInput(files, c.global_batch_size, c.max_seq_length,
+                                 c.max_predictions_per_seq, dynamic_masking=masking, seed=c.seed,
+                                 objective=c.objective)  # fmt: skip
+                return itertools.islice(iter(data), n)
+
+            base = masked_lm_baselines(batches(c.train_files, 200),
+                                       batches(c.eval_files, c.max_eval_steps), masking.mask_id)
+            write_json_atomic(cached, base, sort_keys=True)
+        base = json.loads(cached.read_text())
+        final = json.loads((wd / "done.json").read_text())
+        return {"mlm_accuracy": final["eval_masked_lm_accuracy"], "unigram": base["unigram"],
+                "context_free": base["unigram_or_copy"]}  # fmt: skip
 
 
 def majority_baseline(task_dir: str, kind: str) -> float:

@@ -2,7 +2,12 @@
 
 JSON: {"table": T, "scale": S, "finetune": {"epochs", "learning_rate"} or null,
        "arms": {ARM: {TASK: {"median", "std", "n", "paper"}}},
-       "baselines": {TASK: {"majority": m}}}
+       "baselines": {TASK: {"majority": m}},
+       "pretraining": {ARM: {"mlm_accuracy", "unigram", "context_free"}}}   (masked-LM arms)
+
+`context_free` is the held-out masked-LM accuracy of answering the most frequent target at
+[MASK] and the shown token elsewhere: a pretrained arm at or below it has not learned to use
+context, and its fine-tuning scores say little about its objective.
 """
 
 from __future__ import annotations
@@ -36,10 +41,11 @@ def summarize(values: list[float], paper: float | None) -> dict:
 
 
 def write(
-    out_dir: str, table: str, scale: str, arms: dict, baselines: dict, finetune: dict | None
-) -> dict:
+    out_dir: str, table: str, scale: str, arms: dict, baselines: dict, finetune: dict | None,
+    pretraining: dict | None = None,
+) -> dict:  # fmt: skip
     doc = {"table": table, "scale": scale, "finetune": finetune, "arms": arms,
-           "baselines": baselines}  # fmt: skip
+           "baselines": baselines, "pretraining": pretraining or {}}  # fmt: skip
     out = epath.Path(out_dir)
     write_json_atomic(out / f"{table}.json", doc, sort_keys=False)
     write_text_atomic(out / f"{table}.md", markdown(doc))
@@ -70,6 +76,14 @@ def markdown(doc: dict) -> str:
         row = [f"{doc['baselines'].get(t, {}).get('majority', ''):.2f}"
                if t in doc["baselines"] else "" for t in tasks]  # fmt: skip
         lines.append("| majority class | " + " | ".join(row) + " |")
+    if doc.get("pretraining"):
+        lines += ["", "Held-out masked-LM accuracy after pretraining, against the context-free "
+                  "predictor (the most frequent target at [MASK], the shown token elsewhere): "
+                  "an arm not above it has not learned to use context.", "",
+                  "| arm | masked-LM accuracy | context-free | unigram |", "|---|---|---|---|"]
+        for arm, r in doc["pretraining"].items():
+            lines.append(f"| {arm} | {r['mlm_accuracy']:.4f} | {r['context_free']:.4f} | "
+                         f"{r['unigram']:.4f} |")  # fmt: skip
     return "\n".join(lines) + "\n"
 
 

@@ -91,6 +91,8 @@ def ablate(
     budget = None  # intrinsic-only tables (nsp_sop) fine-tune nothing
     if kinds:
         budget = {"epochs": scale.finetune_epochs, "learning_rate": scale.finetune_lr}
-    doc = report.write(workdir, table, scale.name, rows, baselines, budget)
+    checks = {a.name: harness.masked_lm_check(a.pretrain) for a in arms if a.step is None}
+    pretraining = {name: check for name, check in checks.items() if check is not None}
+    doc = report.write(workdir, table, scale.name, rows, baselines, budget, pretraining)
     progress(f"wrote {workdir}/{table}.json and {table}.md ({time.time() - start:.0f}s)")
     return doc

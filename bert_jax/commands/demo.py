@@ -14,7 +14,6 @@ are 59.2% random-next); 125 s in all on a 2-core CPU shared with other jobs. A r
 
 from __future__ import annotations
 
-import collections
 import json
 import pathlib
 import time
@@ -77,19 +76,18 @@ def _shards(root, train, held_out, vocab, seq) -> dict:
     return out
 
 
-def unigram_baseline(train_glob: str, eval_glob: str, seq: int, pred: int) -> float:
-    """Held-out masked-LM accuracy of always predicting the most frequent training target."""
+def masked_lm_baselines(train_glob: str, eval_glob: str, vocab: pathlib.Path, seq: int,
+                        pred: int) -> dict[str, float]:  # fmt: skip
+    """Held-out masked-LM accuracy of the context-free predictors (bert_jax.objectives.baselines):
+    `unigram` always answers the most frequent training target; `unigram_or_copy` answers that at
+    [MASK] and the input token elsewhere, what a model scores before it uses any context."""
     from bert_jax.input import EvalInput
+    from bert_jax.objectives.baselines import masked_lm_baselines as baselines
+    from bert_jax.tokenization.vocab import load_vocab
 
-    counts: collections.Counter = collections.Counter()
-    for b in EvalInput(train_glob, 64, seq, pred):
-        counts.update(b["masked_lm_ids"][b["masked_lm_weights"] > 0].tolist())
-    top = counts.most_common(1)[0][0]
-    hit = total = 0.0
-    for b in EvalInput(eval_glob, 64, seq, pred):
-        hit += float(np.sum((b["masked_lm_ids"] == top) * b["masked_lm_weights"]))
-        total += float(np.sum(b["masked_lm_weights"]))
-    return hit / max(total, 1.0)
+    mask_id = load_vocab(str(vocab))["[MASK]"]
+    return baselines(EvalInput(train_glob, 64, seq, pred), EvalInput(eval_glob, 64, seq, pred),
+                     mask_id)  # fmt: skip
 
 
 def nsp_majority_baseline(eval_glob: str, seq: int, pred: int) -> tuple[float, str]:
@@ -104,7 +102,7 @@ def nsp_majority_baseline(eval_glob: str, seq: int, pred: int) -> tuple[float, s
     return 1.0 - random_next, "actual next"
 
 
-def loss_curve_png(workdir: pathlib.Path, out: pathlib.Path, baseline: float | None) -> None:
+def loss_curve_png(workdir: pathlib.Path, out: pathlib.Path, baselines: dict[str, float]) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -122,8 +120,10 @@ def loss_curve_png(workdir: pathlib.Path, out: pathlib.Path, baseline: float | N
     ax2.plot([r["step"] for r in train], [r["masked_lm_accuracy"] for r in train], label="train")
     ax2.plot([r["step"] for r in evals], [r["eval_masked_lm_accuracy"] for r in evals], "o-",
              label="held-out")  # fmt: skip
-    if baseline is not None:
-        ax2.axhline(baseline, color="gray", linestyle="--", label="unigram baseline")
+    styles = {"unigram": ("--", "unigram baseline"),
+              "unigram_or_copy": (":", "context-free baseline (copy or unigram)")}  # fmt: skip
+    for name, value in baselines.items():
+        ax2.axhline(value, color="gray", linestyle=styles[name][0], label=styles[name][1])
     ax2.set(xlabel="step", ylabel="masked-LM accuracy")
     ax2.legend()
     fig.tight_layout()
@@ -210,7 +210,8 @@ def main(argv: list[str]) -> None:
 
     config = demo_config(data, vocab, _STEPS.value, seq)
     # The log's accuracies (mlm_acc, nsp_acc, eval_*) read against these, printed first.
-    baseline = unigram_baseline(config.train_files, config.eval_files, seq, PRED_PER_SEQ)
+    mlm_base = masked_lm_baselines(config.train_files, config.eval_files, vocab, seq, PRED_PER_SEQ)
+    baseline = mlm_base["unigram"]
     nsp_base, nsp_label = nsp_majority_baseline(config.eval_files, seq, PRED_PER_SEQ)
     print(f"  majority-class baselines (held out): masked LM {baseline:.3f} (the most frequent "
           f"training target), next sentence {nsp_base:.3f} ({nsp_label!r})")
@@ -224,11 +225,13 @@ def main(argv: list[str]) -> None:
     print(f"  masked-LM accuracy      {ev['masked_lm_accuracy']:.3f}")
     print(f"  unigram baseline        {baseline:.3f}  (majority class: always the most frequent "
           "training target)")  # fmt: skip
+    print(f"  context-free baseline   {mlm_base['unigram_or_copy']:.3f}  (the most frequent target "
+          "at [MASK], the input token elsewhere: above it, the model uses context)")  # fmt: skip
     print(f"  next-sentence accuracy  {ev['next_sentence_accuracy']:.3f}")
     print(f"  majority-class baseline {nsp_base:.3f}  (always {nsp_label!r} on the held-out "
           "pairs)")  # fmt: skip
     png = root / "loss_curve.png"
-    loss_curve_png(root / "pretrain", png, baseline)
+    loss_curve_png(root / "pretrain", png, mlm_base)
     print(f"  loss curve: {png}")
 
     _step(6, 'contextual embeddings: three "bank"s, two meanings')
