@@ -267,7 +267,6 @@ class Harness:
         head = objectives.get(objective).sentence_head
         return 100.0 * metrics[f"{head}_accuracy"]
 
-
     def masked_lm_check(self, run: Pretrain) -> dict | None:
         """A masked-LM run's held-out accuracy next to the context-free predictors' on the same
         masks (bert_jax.objectives.baselines): above `context_free`, the model uses context.

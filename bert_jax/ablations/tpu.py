@@ -53,8 +53,9 @@ def run_overrides(run: tables.Pretrain, scale: Scale, data: str, phase: int) -> 
         # Phase 2 is the same fraction of every run (ELECTRA's table gives arms other steps).
         "train_steps": run.steps if phase == 1 else scale.phase2_steps * run.steps // scale.steps,
     }
-    if phase == 1 and _quarter(run):  # Figure 5 fine-tunes the checkpoint of each quarter
-        out["keep_checkpoint_every_steps"] = _quarter(run)
+    quarter = _quarter(run) if phase == 1 else 0
+    if quarter:  # Figure 5 fine-tunes the checkpoint of each quarter
+        out["keep_checkpoint_every_steps"] = quarter
     if objectives.get(run.objective).masking is not None:
         mask, rnd = run.mask_and_random_prob
         out.update(dynamic_masking=True, mask_prob=mask, random_prob=rnd)
@@ -115,8 +116,8 @@ def plan(
     runs: dict[str, dict] = {}
     for arm in arms:
         run = arm.pretrain
-        kept = run_overrides(run, scale, data, 1).get("keep_checkpoint_every_steps")
-        if arm.step is not None and (not kept or arm.step % kept):  # before any compile
+        kept = _quarter(run) if arm.step is not None else 0  # Figure 5, before any compile
+        if arm.step is not None and (not kept or arm.step % kept):
             every = pretrain_config(run.model).checkpoint_every_steps
             raise BertJaxError(f"{arm.name}: no checkpoint is kept at step {arm.step}; give "
                                f"--steps whose quarters are multiples of {every}")  # fmt: skip
