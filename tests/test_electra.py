@@ -6,8 +6,6 @@ with the same outputs, and the discriminator is what fine-tuning loads."""
 
 from __future__ import annotations
 
-import collections
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -161,33 +159,35 @@ def run(tmp_path_factory):
 STEPS_LR = (300, 2e-3)
 
 
-def _unigram_accuracy(data) -> float:
-    """Held-out accuracy of always predicting the most frequent training target."""
+def _context_free_baselines(root, data) -> dict[str, float]:
+    """Held-out accuracy of predicting the most frequent training target (`unigram`), and of
+    that at [MASK] while copying the shown token elsewhere (`unigram_or_copy`)."""
     from bert_jax.input import EvalInput
+    from bert_jax.objectives.baselines import masked_lm_baselines
 
-    counts = collections.Counter()
-    for b in EvalInput(data["train"], 64, SEQ, PRED, objective="electra"):
-        counts.update(b["masked_lm_ids"][b["masked_lm_weights"] > 0].tolist())
-    top = counts.most_common(1)[0][0]
-    hit = total = 0.0
-    for b in EvalInput(data["eval"], 64, SEQ, PRED, objective="electra"):
-        w = b["masked_lm_weights"]
-        hit += float(np.sum((b["masked_lm_ids"] == top) * w))
-        total += float(np.sum(w))
-    return hit / total
+    mask_id = (root / "vocab.txt").read_text().split("\n").index("[MASK]")
+    train, held_out = (
+        EvalInput(data[s], 64, SEQ, PRED, objective="electra") for s in ("train", "eval")
+    )
+    return masked_lm_baselines(train, held_out, mask_id)
 
 
 @pytest.mark.slow
 def test_electra_learns_on_real_text(run):
-    _, data, result = run
+    root, data, result = run
     ev = result.last_eval
-    unigram = _unigram_accuracy(data)
+    bars = _context_free_baselines(root, data)
+    unigram = bars["unigram"]
     f = ev["eval_replaced_token_fraction"]
     constant_loss = -(f * np.log(f) + (1 - f) * np.log(1 - f))  # the best constant prediction
-    print(f"generator accuracy {ev['eval_masked_lm_accuracy']:.4f} (unigram {unigram:.4f}); "
+    print(f"generator accuracy {ev['eval_masked_lm_accuracy']:.4f} (unigram {unigram:.4f}, "
+          f"context-free {bars['unigram_or_copy']:.4f}); "
           f"discriminator accuracy {ev['eval_replaced_token_accuracy']:.4f} (all-original "
           f"{ev['eval_replaced_token_baseline']:.4f}), loss {ev['eval_replaced_token_loss']:.4f} "
           f"(constant {constant_loss:.4f})")  # fmt: skip
+    # The generator beats the unigram rate but not yet the context-free bar (measured 0.110 vs
+    # unigram 0.043 and context-free 0.180: at 85/15/0 a sixth of its targets are shown, and
+    # 300 steps have not taught it to copy them). This checks it learns, not that it uses context.
     assert ev["eval_masked_lm_accuracy"] > 1.5 * unigram
     assert 0.05 < f < 0.2  # ~15% of the tokens are chosen, nearly all are replaced this early
     assert ev["eval_replaced_token_accuracy"] >= ev["eval_replaced_token_baseline"] - 1e-3
