@@ -46,9 +46,9 @@ SCALES = {
         sizes=((1, 32, 1), (1, 64, 2)), eval_steps=2, seeds=1, dropout=0.0,
     ),
     "cpu": Scale(
-        "cpu", "L2-H128-A2", steps=3000, seq=128, predictions=20, batch=32, learning_rate=1e-3,
+        "cpu", "L2-H128-A2", steps=6000, seq=128, predictions=20, batch=32, learning_rate=1e-3,
         warmup=300, vocab_size=4000, corpus_bytes=3_000_000, dupe_factor=5, suite_train=2000,
-        suite_dev=500, finetune_epochs=3.0, finetune_lr=2e-4, finetune_batch=32, lstm_size=128,
+        suite_dev=500, finetune_epochs=10.0, finetune_lr=3e-4, finetune_batch=32, lstm_size=128,
         sizes=((1, 128, 2), (2, 128, 1), (2, 128, 2), (4, 128, 2), (4, 192, 3), (8, 192, 3)),
         eval_steps=20, seeds=5, dropout=0.0,
     ),
