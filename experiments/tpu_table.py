@@ -42,12 +42,6 @@ MAX_BATCH = 1 << 17
 CACHE_PATH = pathlib.Path("/tmp/bert_jax_tpu_table.json")
 
 
-def save_cache(cache: dict) -> None:
-    tmp = CACHE_PATH.with_suffix(".tmp")
-    tmp.write_text(json.dumps(cache, indent=1))
-    tmp.rename(CACHE_PATH)
-
-
 def load_config(file: str, preset: str):
     spec = importlib.util.spec_from_file_location("cfg", REPO / "experiments" / "configs" / file)
     module = importlib.util.module_from_spec(spec)
@@ -63,6 +57,7 @@ def measure(cache: dict, key: str, file: str, preset: str, tpu, batch: int) -> d
     if k in cache:
         return cache[k]
     from bert_jax.aot.pretraining import compile_pretraining
+    from bert_jax.atomic_write import write_json_atomic
 
     c = load_config(file, preset)
     c.global_batch_size = batch
@@ -79,7 +74,7 @@ def measure(cache: dict, key: str, file: str, preset: str, tpu, batch: int) -> d
     }
     print(f"  {key} batch {batch}: {row}", file=sys.stderr, flush=True)
     cache[k] = row
-    save_cache(cache)
+    write_json_atomic(CACHE_PATH, cache, indent=1)
     return row
 
 
