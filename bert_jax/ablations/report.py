@@ -3,7 +3,8 @@
 JSON: {"table": T, "scale": S, "finetune": {"epochs", "learning_rate"} or null,
        "arms": {ARM: {TASK: {"median", "std", "n", "paper"}}},
        "baselines": {TASK: {"majority": m}},
-       "pretraining": {ARM: {"mlm_accuracy", "unigram", "context_free"}}}   (masked-LM arms)
+       "pretraining": {ARM: {"mlm_accuracy", "unigram", "context_free"}},   (masked-LM arms)
+       "claims": [{"claim", "holds", "detail"}]}   (the paper's claims checked: claims.py)
 
 `context_free` is the held-out masked-LM accuracy of answering the most frequent target at
 [MASK] and the shown token elsewhere: a pretrained arm at or below it has not learned to use
@@ -18,6 +19,7 @@ import re
 import numpy as np
 from etils import epath
 
+from bert_jax.ablations import claims
 from bert_jax.atomic_write import write_json_atomic, write_text_atomic
 
 TITLES = {
@@ -46,6 +48,7 @@ def write(
 ) -> dict:  # fmt: skip
     doc = {"table": table, "scale": scale, "finetune": finetune, "arms": arms,
            "baselines": baselines, "pretraining": pretraining or {}}  # fmt: skip
+    doc["claims"] = claims.check(doc)
     out = epath.Path(out_dir)
     write_json_atomic(out / f"{table}.json", doc, sort_keys=False)
     write_text_atomic(out / f"{table}.md", markdown(doc))
@@ -84,6 +87,11 @@ def markdown(doc: dict) -> str:
         for arm, r in doc["pretraining"].items():
             lines.append(f"| {arm} | {r['mlm_accuracy']:.4f} | {r['context_free']:.4f} | "
                          f"{r['unigram']:.4f} |")  # fmt: skip
+    if doc.get("claims"):
+        lines += ["", "The paper's claims at this scale:", ""]
+        for c in doc["claims"]:
+            lines.append(f"- {'holds' if c['holds'] else 'does not hold'}: {c['claim']}: "
+                         f"{c['detail']}")  # fmt: skip
     return "\n".join(lines) + "\n"
 
 

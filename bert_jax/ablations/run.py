@@ -94,5 +94,7 @@ def ablate(
     checks = {a.name: harness.masked_lm_check(a.pretrain) for a in arms if a.step is None}
     pretraining = {name: check for name, check in checks.items() if check is not None}
     doc = report.write(workdir, table, scale.name, rows, baselines, budget, pretraining)
-    progress(f"wrote {workdir}/{table}.json and {table}.md ({time.time() - start:.0f}s)")
+    held = sum(c["holds"] for c in doc["claims"])
+    progress(f"wrote {workdir}/{table}.json and {table}.md ({time.time() - start:.0f}s): "
+             f"{held} of the paper's {len(doc['claims'])} claims checked hold here")  # fmt: skip
     return doc
