@@ -77,9 +77,10 @@ def _nsp_sop(doc: dict) -> Iterator[dict | None]:
         holds = abs(gap) <= NEAR_CHANCE_POINTS if near else gap > NEAR_CHANCE_POINTS
         how = "near chance" if near else "well above chance"
         bound = "within" if near else "more than"
+        relation = "of" if near else "above"
         return {
             "claim": f"the {arm} model is {how} on {task} pairs ({bound} {NEAR_CHANCE_POINTS:g} "
-            "points of the no-pair-loss model's fresh head)",
+            f"points {relation} the fresh head of the model pretrained without a pair loss)",
             "holds": bool(holds),
             "detail": f"{a['median']:.2f} vs {none['median']:.2f} ({gap:+.2f})",
         }
