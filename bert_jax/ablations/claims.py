@@ -11,8 +11,9 @@ seed has no std, and its detail says so. Claims whose arms or tasks a table lack
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
+
+from bert_jax.ablations.tables import stack_size
 
 # Table 5: pretrained vs random init on every task; MLM vs LTR on the pair, token, span tasks.
 _MLM_OVER_LTR_TASKS = ("mrpc", "conll", "squad")
@@ -93,14 +94,10 @@ def _nsp_sop(doc: dict) -> Iterator[dict | None]:
 
 def _table6(doc: dict) -> Iterator[dict | None]:
     """Perplexity falls as the model grows: arms ordered by encoder parameters (12 L H^2)."""
-    sized = []
-    for arm, row in doc["arms"].items():
-        if "mlm_ppl" in row:
-            layers, hidden, heads = (int(x) for x in re.findall(r"\d+", arm))
-            sized.append(((12 * layers * hidden**2, heads), arm, row["mlm_ppl"]["median"]))
+    sized = sorted((stack_size(arm), arm, row["mlm_ppl"]["median"])
+                   for arm, row in doc["arms"].items() if "mlm_ppl" in row)  # fmt: skip
     if len(sized) < 2:
         return
-    sized.sort()  # equal parameters: more heads counts as the bigger model (the paper's order)
     steps = zip(sized, sized[1:], strict=False)
     rises = [f"{a} -> {b}" for (_, a, pa), (_, b, pb) in steps if pb >= pa]
     yield {

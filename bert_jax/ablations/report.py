@@ -14,12 +14,11 @@ context, and its fine-tuning scores say little about its objective.
 from __future__ import annotations
 
 import json
-import re
 
 import numpy as np
 from etils import epath
 
-from bert_jax.ablations import claims
+from bert_jax.ablations import claims, tables
 from bert_jax.atomic_write import write_json_atomic, write_text_atomic
 
 TITLES = {
@@ -121,8 +120,7 @@ def plot(doc: dict, out: epath.Path) -> None:
     else:
         points = []
         for arm, row in doc["arms"].items():
-            layers, hidden, _ = (int(x) for x in re.findall(r"\d+", arm))
-            points.append((12 * layers * hidden**2, row["mlm_ppl"]["median"], arm))
+            points.append((tables.stack_size(arm)[0], row["mlm_ppl"]["median"], arm))
         points.sort()
         ax.plot([p[0] for p in points], [p[1] for p in points], marker="o")
         for x, y, arm in points:

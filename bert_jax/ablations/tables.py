@@ -10,6 +10,7 @@ it once.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 # The paper's numbers (bert_reference.md / variants.md): Table 5 and Table 8 dev results, and
 # ALBERT's intrinsic NSP/SOP accuracies. Our CPU tasks are stand-ins: "mrpc" (a sentence-pair
@@ -94,6 +95,13 @@ class Arm:
 
 def size_name(layers: int, hidden: int, heads: int) -> str:
     return f"L={layers},H={hidden},A={heads}"
+
+
+def stack_size(name: str) -> tuple[int, int]:
+    """A Table 6 arm's (encoder-stack parameters 12 L H^2, heads), from its `size_name`: the
+    paper's order of sizes, more heads counting as bigger at equal parameters."""
+    layers, hidden, heads = (int(x) for x in re.findall(r"\d+", name))
+    return 12 * layers * hidden**2, heads
 
 
 def arms(

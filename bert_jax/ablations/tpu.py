@@ -116,11 +116,12 @@ def plan(
     runs: dict[str, dict] = {}
     for arm in arms:
         run = arm.pretrain
-        kept = _quarter(run) if arm.step is not None else 0  # Figure 5, before any compile
-        if arm.step is not None and (not kept or arm.step % kept):
-            every = pretrain_config(run.model).checkpoint_every_steps
-            raise BertJaxError(f"{arm.name}: no checkpoint is kept at step {arm.step}; give "
-                               f"--steps whose quarters are multiples of {every}")  # fmt: skip
+        if arm.step is not None:  # a Figure 5 point: its checkpoint is kept? (before compiling)
+            kept = _quarter(run)
+            if not kept or arm.step % kept:
+                every = pretrain_config(run.model).checkpoint_every_steps
+                raise BertJaxError(f"{arm.name}: no checkpoint is kept at step {arm.step}; give "
+                                   f"--steps whose quarters are multiples of {every}")  # fmt: skip
         p1, p2 = f"{workdir}/pretrain/{run.key}-p1", f"{workdir}/pretrain/{run.key}-p2"
         if run.key not in runs and run.steps:
             one, two = (run_overrides(run, scale, data, phase) for phase in (1, 2))
