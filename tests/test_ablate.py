@@ -106,13 +106,17 @@ def test_suite_is_deterministic_and_readable_by_the_task_readers(tmp_path):
     tagged = sum(t == "B-MISC" for s in sentences for t in s.tags)
     assert 0.5 * len(sentences) < tagged < 1.5 * len(sentences)
     data = squad.load_dataset(str(tmp_path / "a" / "squad" / "dev-v1.1.json"))
+    sentences_lower = {" ".join(s.split()).lower() for doc in docs for s in doc}
     for article in data:
         for p in article["paragraphs"]:
-            for qa in p["qas"]:
-                ans = qa["answers"][0]
-                start = ans["answer_start"]
-                assert p["context"][start : start + len(ans["text"])] == ans["text"]
-                assert "_" in qa["question"]
+            for qa in p["qas"]:  # every occurrence of the blanked word is an answer
+                texts = {a["text"].lower() for a in qa["answers"]}
+                assert len(texts) == 1 and qa["question"].split().count("_") <= 1
+                for ans in qa["answers"]:
+                    start = ans["answer_start"]
+                    assert p["context"][start : start + len(ans["text"])] == ans["text"]
+                filled = qa["question"].replace("_", texts.pop(), 1).lower()
+                assert filled in sentences_lower and filled not in p["context"].lower()
 
 
 @pytest.mark.slow  # tables 5, fig5, 6 and nsp_sop end to end: about 3 min on 2 idle cores
@@ -263,7 +267,8 @@ def test_electra_table_matches_training_flops_and_reads_packed_shards():
 def test_a_workdir_made_at_other_settings_is_refused(tmp_path):
     """Runs are keyed by objective, model, steps, mix, task, fine-tuning budget and seed; a rerun
     whose other settings differ (here the pretraining learning rate, and the --task data) must not
-    mix its numbers with the old ones. The keyed ones may differ."""
+    mix its numbers with the old ones, nor one made with another construction of the built-in
+    suite. The keyed ones may differ."""
     from bert_jax.ablations.harness import Harness
     from bert_jax.ablations.run import scale_for
 
@@ -277,5 +282,9 @@ def test_a_workdir_made_at_other_settings_is_refused(tmp_path):
         Harness(str(tmp_path), dataclasses.replace(scale, learning_rate=5e-4))
     with pytest.raises(BertJaxError, match=r"tasks=\{\} \(now \{'sst2': '/data/sst2'\}\)"):
         Harness(str(tmp_path), scale, tasks={"sst2": "/data/sst2"})
+    settings.pop("suite_version")  # a workdir from before the suite's version was recorded
+    (tmp_path / "settings.json").write_text(json.dumps(settings))
+    with pytest.raises(BertJaxError, match=rf"suite_version=None \(now {suite.VERSION}\)"):
+        Harness(str(tmp_path), scale)
     with pytest.raises(BertJaxError, match=r"--finetune_lr=-0.001: must be positive"):
         scale_for("cpu", finetune_lr=-1e-3)

@@ -98,11 +98,12 @@ class Harness:
 
     def _check_settings(self) -> None:
         """Finished runs are keyed by objective, model, steps, mix, task, fine-tuning budget and
-        seed only: the rest of the scale, the corpus and the --task data are recorded on first
-        use, and a workdir made with other values is refused rather than mixed into the new
-        tables."""
+        seed only: the rest of the scale, the corpus, the --task data and the built-in suite's
+        construction (`suite.VERSION`) are recorded on first use, and a workdir made with other
+        values is refused rather than mixed into the new tables."""
         now = {k: v for k, v in dataclasses.asdict(self.scale).items() if k not in _KEYED}
-        now = json.loads(json.dumps({**now, "corpus": self.corpus, "tasks": self.tasks}))
+        extra = {"corpus": self.corpus, "tasks": self.tasks, "suite_version": suite.VERSION}
+        now = json.loads(json.dumps({**now, **extra}))
         path = self.root / "settings.json"
         if not path.exists():
             write_json_atomic(path, now, sort_keys=True)
