@@ -5,11 +5,12 @@ seq2seq workdir against the same model at its initialisation and the majority ba
         [--epochs 30 --tasks sst2,squad]
 
 WD is a `bert-jax pretrain --config t5.py:tiny` workdir (experiments/t5.md). The suite
-(`bert_jax.ablations.suite`: sst2 = is the word order intact, squad = fill the "_" words from
-the context) is built from the held-out tenth of the embedded corpus (the documents t5.md's run
-did not train on). Each (init, task, seed) runs `bert-jax finetune`'s text-to-text path; the
-table gives the dev median and std over seeds (sst2: accuracy x 100; squad: F1) and is written
-to OUT/results.json. On the tiny model expect minutes per run on a 2-core CPU.
+(`bert_jax.ablations.suite`: sst2 = is the word order intact, squad = which context word fills
+the "_" of the next sentence) is built from the held-out tenth of the embedded corpus (the
+documents t5.md's run did not train on). Each (init, task, seed) runs `bert-jax finetune`'s
+text-to-text path; the table gives the dev median and std over seeds (sst2: accuracy x 100;
+squad: F1) and is written to OUT/results.json. On the tiny model expect minutes per run on a
+2-core CPU.
 """
 
 from __future__ import annotations
