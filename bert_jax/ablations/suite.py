@@ -14,11 +14,11 @@ would use GLUE, CoNLL-2003 or SQuAD.
          words); a question is that sentence with one word replaced by "_" (up to two questions,
          blanking different words, per sentence), a word that also stands in the context and is
          not one of the documents' 100 most common words; the answers are its occurrences in the
-         context. Which context word fills the blank is a
-         question about the language, not about matching the question's words against the
-         context: suite version 1 asked for words cut out of a context sentence, a string
-         alignment that no 2-layer model learned from its 815 examples (F1 under 10 for every
-         arm, random init's "lead" an artefact of partial credit for long spans).
+         context. Which context word fills the blank is a question about the language, not
+         about matching the question's words against the context: suite version 1 asked for
+         words cut out of a context sentence, a string alignment that no 2-layer model learned
+         from its 815 examples (F1 under 10 for every arm, random init's "lead" an artefact of
+         partial credit for long spans).
 
 Train and dev examples come from different documents. Everything is a function of the documents
 and `seed` (Python's `random.Random`), so a suite is the same on every machine that yields the
@@ -89,9 +89,14 @@ def _continuation(docs, n: int, rng: random.Random) -> list[tuple[str, str, int]
     return rows
 
 
+def _word_key(word: str) -> str:
+    """A word as the suite compares words: lower case, without trailing or leading .,;:"""
+    return word.lower().strip(".,;:")
+
+
 def _replaced_words(docs, n: int, rng: random.Random) -> list[list[tuple[str, str]]]:
     sentences = [w for doc in docs for s in doc if (w := _plain(s)) is not None]
-    counts = collections.Counter(w.lower().strip(".,;:") for s in sentences for w in s)
+    counts = collections.Counter(_word_key(w) for s in sentences for w in s)
     vocab, weights = zip(*sorted(counts.items()), strict=True)
     out = []
     for words in sentences[:n]:
@@ -101,17 +106,13 @@ def _replaced_words(docs, n: int, rng: random.Random) -> list[list[tuple[str, st
         for i, word in enumerate(words):
             if i in replaced:
                 new = word
-                while new.lower().strip(".,;:") == word.lower().strip(".,;:"):
+                while _word_key(new) == _word_key(word):
                     new = rng.choices(vocab, weights)[0]
                 tagged.append((new, "B-MISC"))
             else:
                 tagged.append((word, "O"))
         out.append(tagged)
     return out
-
-
-def _word_key(word: str) -> str:
-    return word.lower().strip(".,;:")
 
 
 def _context_cloze(
