@@ -121,11 +121,14 @@ def test_suite_is_deterministic_and_readable_by_the_task_readers(tmp_path):
 
 
 @pytest.mark.slow  # tables 5, fig5, 6 and nsp_sop end to end: about 3 min on 2 idle cores
-def test_quick_run_of_every_table_is_complete_and_resumable(tmp_path):
+def test_quick_run_of_every_table_is_complete_and_resumable(tmp_path, monkeypatch):
     """Every table but 8 (six more pretraining runs, its arms differ from Table 5's BERT only in
     the masking mix, checked in static shards above): kept out to hold the suite's time; its arms
-    are checked to be Table 5's BERT run under the paper's six mixes."""
+    are checked to be Table 5's BERT run under the paper's six mixes. Table 6 runs while its new
+    pretraining run is held by another run's workdir lock, as a second sweep would hold it."""
+    from bert_jax.ablations import run
     from bert_jax.ablations.run import ablate, scale_for
+    from bert_jax.train.lock import WorkdirLock
 
     scale = scale_for("cpu", quick=True)
     mixes = {a.pretrain.mask_and_random_prob for a in tables.arms("8", scale.model, scale.steps, ())
@@ -134,8 +137,28 @@ def test_quick_run_of_every_table_is_complete_and_resumable(tmp_path):
     assert mixes == {(0.8, 0.1), (1.0, 0.0), (0.8, 0.2), (0.8, 0.0), (0.0, 0.8), (0.0, 1.0)}
     messages: list[str] = []
     docs = {}
+    held: list[WorkdirLock] = []
+
+    def progress(message: str) -> None:  # the holder finishes once the sweep has put it off
+        messages.append(message)
+        if message.startswith("  put off:"):
+            held.pop().release()
+
+    monkeypatch.setattr(run, "RETRY_SECONDS", 0.0)
     for table in ("5", "fig5", "6", "nsp_sop"):
-        docs[table] = ablate(table, scale, str(tmp_path), progress=messages.append)
+        if table == "6":
+            new = [a for a in tables.arms("6", scale.model, scale.steps, scale.sizes)
+                   if not (tmp_path / "pretrain" / a.pretrain.key).exists()]  # fmt: skip
+            held.append(WorkdirLock(tmp_path / "pretrain" / new[0].pretrain.key).acquire())
+            messages.clear()
+        docs[table] = ablate(table, scale, str(tmp_path), progress=progress)
+        if table == "6":  # its first job is put off, every other job runs, then it comes back
+            assert not held
+            put_off = [m for m in messages if m.startswith("  put off:")]
+            assert len(put_off) == 1 and new[0].pretrain.key in put_off[0], put_off
+            jobs = [m for m in messages if m.startswith("[")]
+            assert jobs[0].startswith("[1/") and jobs[-1].split(" (")[0] == jobs[0].split(" (")[0]
+            assert len(jobs) == int(jobs[0][3:].split("]")[0]) + 1, jobs
         expected = [a.name for a in tables.arms(table, scale.model, scale.steps, scale.sizes)]
         assert list(docs[table]["arms"]) == list(dict.fromkeys(expected))
         on_disk = json.loads((tmp_path / f"{table}.json").read_text())
@@ -275,7 +298,9 @@ def test_a_workdir_made_at_other_settings_is_refused(tmp_path):
 
     scale = scale_for("cpu", quick=True)
     Harness(str(tmp_path), scale)
-    Harness(str(tmp_path), dataclasses.replace(scale, steps=32, seeds=3, model="L2-H64-A2"))
+    smaller = scale_for("cpu", quick=True, steps=32, seeds=3, model="L2-H64-A2", sizes="L1-H32-A2")
+    assert smaller.sizes == ((1, 32, 2),) and smaller.steps == 32
+    Harness(str(tmp_path), smaller)
     Harness(str(tmp_path), dataclasses.replace(scale, finetune_epochs=9, finetune_lr=1e-5))
     settings = json.loads((tmp_path / "settings.json").read_text())
     assert settings["learning_rate"] == scale.learning_rate and "finetune_lr" not in settings
@@ -289,3 +314,5 @@ def test_a_workdir_made_at_other_settings_is_refused(tmp_path):
         Harness(str(tmp_path), scale)
     with pytest.raises(BertJaxError, match=r"--finetune_lr=-0.001: must be positive"):
         scale_for("cpu", finetune_lr=-1e-3)
+    with pytest.raises(BertJaxError, match=r"--sizes: 'L4-H192-A5' is not L<layers>-H<hidden>"):
+        scale_for("cpu", sizes="L1-H128-A2,L4-H192-A5")

@@ -8,15 +8,17 @@ the same numbers:
   suite/         the built-in downstream tasks (bert_jax.ablations.suite), unless --task is given
   pretrain/KEY/  one pretraining workdir per run (tables.Pretrain.key); done.json when finished
   finetune/KEY[@STEP]/TASK[+bilstm]/eEPOCHS-lrLR/seedS/eval_results.json
+  .data.lock     held while data/ or suite/ is built, so sweeps sharing the workdir build once
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import jax
 import ml_collections
@@ -26,7 +28,7 @@ from bert_jax import objectives
 from bert_jax.ablations import suite
 from bert_jax.ablations.scales import Scale
 from bert_jax.ablations.tables import Arm, Pretrain
-from bert_jax.atomic_write import write_json_atomic, write_text_atomic
+from bert_jax.atomic_write import is_local, write_json_atomic, write_text_atomic
 from bert_jax.checkpoint import restore_params
 from bert_jax.corpus import embedded
 from bert_jax.data.pipeline import create_pretraining_data
@@ -94,7 +96,31 @@ class Harness:
         self.root = epath.Path(self.workdir)
         self.root.mkdir(parents=True, exist_ok=True)
         self._docs: list[list[str]] | None = None
+        self._building_depth = 0
         self._check_settings()
+
+    @contextlib.contextmanager
+    def _building(self) -> Iterator[None]:
+        """The shared data (corpus split, vocab, shards, suite) is built by one process at a
+        time: a second `bert-jax ablate` on this workdir waits here, then finds it built. An
+        flock on local workdirs (the kernel drops it if the holder dies); re-entrant, since
+        the shards need the vocab."""
+        if self._building_depth or not is_local(self.root):
+            self._building_depth += 1
+            try:
+                yield
+            finally:
+                self._building_depth -= 1
+            return
+        import fcntl
+
+        with open(self.root / ".data.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            self._building_depth = 1
+            try:
+                yield
+            finally:
+                self._building_depth = 0
 
     def _check_settings(self) -> None:
         """Finished runs are keyed by objective, model, steps, mix, task, fine-tuning budget and
@@ -128,7 +154,11 @@ class Harness:
         """Every tenth document is held out: held-out pretraining text and the built-in suite."""
         data = self.root / "data"
         train, held = data / "train.txt", data / "eval.txt"
-        if not held.exists():
+        if held.exists():
+            return train, held
+        with self._building():
+            if held.exists():
+                return train, held
             data.mkdir(parents=True, exist_ok=True)
             docs = self._documents()
             rest = [d for i, d in enumerate(docs) if i % 10]
@@ -139,9 +169,11 @@ class Harness:
     def vocab_file(self) -> str:
         out = self.root / "data" / "vocab"
         if not (out / "vocab_stats.json").exists():
-            train, _ = self._corpus_split()
-            self.progress(f"building a {self.scale.vocab_size}-token vocab")
-            build_vocab(str(train), self.scale.vocab_size, out, num_threads=1)
+            with self._building():
+                if not (out / "vocab_stats.json").exists():
+                    train, _ = self._corpus_split()
+                    self.progress(f"building a {self.scale.vocab_size}-token vocab")
+                    build_vocab(str(train), self.scale.vocab_size, out, num_threads=1)
         return str(out / "vocab.txt")
 
     def shards(self, objective: str) -> tuple[str, str]:
@@ -152,7 +184,11 @@ class Harness:
         vocab = self.vocab_file()
         train, held = self._corpus_split()
         for split, text in (("train", train), ("eval", held)):
-            if not (base / split / "stats.json").exists():
+            if (base / split / "stats.json").exists():
+                continue
+            with self._building():
+                if (base / split / "stats.json").exists():
+                    continue
                 self.progress(f"writing {flag} {split} shards")
                 create_pretraining_data(
                     str(text), str(base / split), vocab, objective=flag, dynamic_masking=True,
@@ -166,12 +202,14 @@ class Harness:
             return self.tasks[kind]
         out = self.root / "suite"
         if not (out / "counts.json").exists():
-            self.progress("building the downstream suite from held-out documents")
-            docs = self._documents()
-            counts = suite.build_suite(
-                docs[::10], str(out), self.scale.suite_train, self.scale.suite_dev
-            )
-            write_json_atomic(out / "counts.json", counts, sort_keys=True)
+            with self._building():
+                if not (out / "counts.json").exists():
+                    self.progress("building the downstream suite from held-out documents")
+                    docs = self._documents()
+                    counts = suite.build_suite(
+                        docs[::10], str(out), self.scale.suite_train, self.scale.suite_dev
+                    )
+                    write_json_atomic(out / "counts.json", counts, sort_keys=True)
         return str(out / kind)
 
     # ---- pretraining -------------------------------------------------------------------------

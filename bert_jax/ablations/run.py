@@ -9,6 +9,7 @@ that they fit, and writes the launch script.
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from collections.abc import Callable
 
@@ -16,8 +17,10 @@ from bert_jax.ablations import report, tables
 from bert_jax.ablations.harness import Harness, majority_baseline
 from bert_jax.ablations.scales import SCALES, Scale, mlm_steps_at_electra_flops
 from bert_jax.errors import BertJaxError
+from bert_jax.train.lock import WorkdirInUse
 
 INTRINSIC = ("mlm_ppl", "nsp", "sop")
+RETRY_SECONDS = 30.0  # how often put-off jobs are retried while another process holds them
 
 
 def scale_for(
@@ -28,17 +31,33 @@ def scale_for(
     quick: bool = False,
     finetune_epochs: float = 0,
     finetune_lr: float = 0,
+    sizes: str = "",
 ) -> Scale:
     if scale not in SCALES or scale == "quick":
         raise BertJaxError(f"--scale={scale}: use cpu or tpu")
     s = SCALES["quick"] if quick else SCALES[scale]
     given = dict(steps=steps, model=model, seeds=seeds, finetune_epochs=finetune_epochs,
-                 finetune_lr=finetune_lr)  # fmt: skip
+                 finetune_lr=finetune_lr, sizes=parse_sizes(sizes))  # fmt: skip
     for name, value in given.items():
-        if not isinstance(value, str) and value < 0:
+        if isinstance(value, (int, float)) and value < 0:
             raise BertJaxError(f"--{name}={value}: must be positive (0 = the scale's)")
     overrides = {k: v for k, v in given.items() if v}
     return dataclasses.replace(s, **overrides)
+
+
+def parse_sizes(text: str) -> tuple[tuple[int, int, int], ...]:
+    """`--sizes L1-H128-A2,L4-H192-A3`: Table 6's grid as (L, H, A); "" = the scale's."""
+    sizes = []
+    for name in (n.strip() for n in text.split(",") if n.strip()):
+        found = re.fullmatch(r"L(\d+)-H(\d+)-A(\d+)", name)
+        layers, hidden, heads = (int(g) for g in found.groups()) if found else (0, 0, 0)
+        if not (layers and heads) or hidden % heads:
+            raise BertJaxError(
+                f"--sizes: {name!r} is not L<layers>-H<hidden>-A<heads> with L, A > 0 and H "
+                "divisible by A (e.g. L4-H192-A3)"
+            )
+        sizes.append((layers, hidden, heads))
+    return tuple(dict.fromkeys(sizes))
 
 
 def _share_compiled_steps(workdir: str) -> None:
@@ -50,6 +69,41 @@ def _share_compiled_steps(workdir: str) -> None:
         jax.config.update("jax_compilation_cache_dir", f"{workdir}/jax_cache")
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+def _run_jobs(
+    jobs: list[tuple[tables.Arm, str, int]],
+    harness: Harness,
+    table: str,
+    tasks: dict[str, str],
+    progress: Callable[[str], None],
+) -> list[float]:
+    """Each job's score, in job order. A job whose pretraining or fine-tuning workdir another
+    live process holds (a second `bert-jax ablate` on this workdir, say another table sharing
+    the run) is put off, and the others go on; the put-off jobs are retried after them, every
+    RETRY_SECONDS while none can proceed, so two sweeps on one workdir split the work."""
+    values: dict[int, float] = {}
+    waiting = list(range(len(jobs)))
+    start = time.time()
+    while waiting:
+        put_off = []
+        for i in waiting:
+            arm, task, seed = jobs[i]
+            name = tasks.get(task, task)
+            progress(f"[{i + 1}/{len(jobs)}] table {table}: arm {arm.name!r}, task {name}, "
+                     f"seed {seed} ({time.time() - start:.0f}s)")  # fmt: skip
+            try:
+                if task in INTRINSIC:
+                    values[i] = harness.intrinsic(arm, task)
+                else:
+                    values[i] = harness.finetune(arm, task, seed)
+            except WorkdirInUse as e:
+                progress(f"  put off: {e}")
+                put_off.append(i)
+        if put_off and len(put_off) == len(waiting):
+            time.sleep(RETRY_SECONDS)
+        waiting = put_off
+    return [values[i] for i in range(len(jobs))]
 
 
 def ablate(
@@ -69,16 +123,10 @@ def ablate(
     paper = tables.PAPER.get(table, {})
     jobs = [(arm, task, seed) for arm in arms for task in arm.tasks
             for seed in (range(1) if task in INTRINSIC else range(scale.seeds))]  # fmt: skip
-    scores: dict[str, dict[str, list[float]]] = {}
     start = time.time()
-    for i, (arm, task, seed) in enumerate(jobs, 1):
-        name = tasks.get(task, task) if task in tasks else task
-        progress(f"[{i}/{len(jobs)}] table {table}: arm {arm.name!r}, task {name}, seed {seed}"
-                 f" ({time.time() - start:.0f}s)")  # fmt: skip
-        if task in INTRINSIC:
-            value = harness.intrinsic(arm, task)
-        else:
-            value = harness.finetune(arm, task, seed)
+    values = _run_jobs(jobs, harness, table, tasks, progress)
+    scores: dict[str, dict[str, list[float]]] = {}
+    for (arm, task, _), value in zip(jobs, values, strict=True):
         scores.setdefault(arm.name, {}).setdefault(task, []).append(value)
     rows = {
         arm: {t: report.summarize(v, paper.get(arm, {}).get(t)) for t, v in row.items()}

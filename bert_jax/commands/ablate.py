@@ -14,6 +14,7 @@ offline suite (sst2, mrpc, conll, squad; bert_jax/ablations/suite.py) over --see
 your data with --task KIND:DIR (kinds sst2, mrpc, mnli, conll, squad; the layouts `bert-jax
 finetune` reads). Writes WORKDIR/<table>.json, <table>.md (median ± std, the paper's number)
 and plots. Rerun the same command after a kill: finished runs are kept, the rest continue.
+Two sweeps may share a workdir at once: a run the other is training is put off and retried.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ _CORPUS = flags.DEFINE_string("corpus", "", "Pretraining text globs (default: em
 _TASK = flags.DEFINE_multi_string("task", [], "KIND:DIR, replaces a built-in task (repeatable).")
 _STEPS = flags.DEFINE_integer("steps", 0, "Pretraining steps per arm (0 = the scale's).")
 _MODEL = flags.DEFINE_string("model", "", "Model preset of the arms (Table 6 keeps its grid).")
+_SIZES = flags.DEFINE_string(
+    "sizes", "", "Table 6's grid, e.g. L1-H128-A2,L4-H192-A3 (default: the scale's)."
+)
 _SEEDS = flags.DEFINE_integer("seeds", 0, "Fine-tuning seeds per task (0 = the scale's, 5).")
 _FT_EPOCHS = flags.DEFINE_float("finetune_epochs", 0, "Fine-tuning epochs (0 = the scale's).")
 _FT_LR = flags.DEFINE_float("finetune_lr", 0, "Fine-tuning learning rate (0 = the scale's).")
@@ -62,7 +66,7 @@ def main(argv: list[str]) -> None:
     check_writable_dir(_WORKDIR.value, "--workdir")
 
     scale = scale_for(_SCALE.value, _STEPS.value, _MODEL.value, _SEEDS.value, _QUICK.value,
-                      _FT_EPOCHS.value, _FT_LR.value)  # fmt: skip
+                      _FT_EPOCHS.value, _FT_LR.value, _SIZES.value)  # fmt: skip
     tasks = _tasks(_TASK.value)
     if _SCALE.value == "tpu":
         from bert_jax.ablations.tpu import plan

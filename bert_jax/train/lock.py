@@ -32,6 +32,11 @@ from bert_jax.atomic_write import is_local
 from bert_jax.errors import BertJaxError
 
 
+class WorkdirInUse(BertJaxError):
+    """Another live run holds the workdir: a caller with other work (`bert-jax ablate`) can come
+    back to it later."""
+
+
 def _owner() -> dict[str, Any]:
     return {"host": socket.gethostname(), "pid": os.getpid(), "started": time.time()}
 
@@ -75,8 +80,8 @@ class WorkdirLock:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def _refuse(self, owner: dict[str, Any]) -> BertJaxError:
-        return BertJaxError(
+    def _refuse(self, owner: dict[str, Any]) -> WorkdirInUse:
+        return WorkdirInUse(
             f"{self.workdir}: in use by another run ({_describe(owner)}); wait for it to finish "
             "or give another --workdir"
         )
