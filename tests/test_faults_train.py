@@ -323,6 +323,7 @@ def test_second_run_on_a_workdir_is_refused_and_a_killed_holder_frees_it(task, t
                               stdout=subprocess.PIPE, text=True)  # fmt: skip
     try:
         assert holder.stdout.readline().strip() == "held"
+        assert WorkdirLock(workdir).holder().startswith(f"pid {holder.pid} on ")  # takes nothing
         with pytest.raises(
             BertJaxError, match=rf"{workdir}: in use by another run \(pid {holder.pid} on "
         ):
@@ -331,6 +332,7 @@ def test_second_run_on_a_workdir_is_refused_and_a_killed_holder_frees_it(task, t
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait(timeout=30)
+    assert WorkdirLock(workdir).holder() is None and WorkdirLock(tmp_path).holder() is None
     with WorkdirLock(workdir):  # the kernel dropped the dead holder's lock
         pass
 
@@ -344,8 +346,10 @@ def test_lease_lock_for_object_stores(tmp_path):
     assert time.time() - lease["renewed"] < 1.0
     with pytest.raises(BertJaxError, match="in use by another run"):
         WorkdirLock(tmp_path, lease=True, settle_seconds=0.05).acquire()
+    assert WorkdirLock(tmp_path, lease=True).holder().startswith(f"pid {os.getpid()} on ")
     first.release()
     assert not (tmp_path / ".lock.json").exists()
+    assert WorkdirLock(tmp_path, lease=True).holder() is None
     (tmp_path / ".lock.json").write_text(
         json.dumps({"id": "dead", "pid": 1, "renewed": time.time() - 999})
     )

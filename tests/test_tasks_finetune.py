@@ -146,6 +146,37 @@ def test_glue_mnli_two_dev_sets_and_submission(tiny_hf_dir, tmp_path):
     assert (tmp_path / "rte" / "eval_results.json").exists()
 
 
+def test_sigterm_saves_scores_nothing_and_the_rerun_finishes(tiny_hf_dir, tmp_path, monkeypatch):
+    """A preemption notice mid fine-tuning (SIGTERM while the 4th batch is drawn): the step is
+    saved and no eval_results.json passes the half-trained model off as a finished run (it did
+    before, and a sweep then read it as final); the same command finishes from that step."""
+    import os
+    import signal
+
+    class NoticeAtFourthBatch(runner.TrainBatches):
+        drawn = 0
+
+        def __next__(self):
+            NoticeAtFourthBatch.drawn += 1
+            if NoticeAtFourthBatch.drawn == 4:
+                os.kill(os.getpid(), signal.SIGTERM)
+            return super().__next__()
+
+    cfg = _tiny(_config("glue.py", "rte"), tiny_hf_dir, FIX / "glue" / "rte")
+    cfg.num_train_epochs = 12.0  # 6 steps of the 4 examples, repeated to a batch of 8
+    monkeypatch.setattr(runner, "TrainBatches", NoticeAtFourthBatch)
+    with pytest.raises(BertJaxError, match=r"stopped by SIGTERM at step 4 of 6 .*Rerun"):
+        runner.finetune(cfg, str(tmp_path))
+    assert not (tmp_path / "eval_results.json").exists()
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir() if p.name.isdigit()) == ["4"]
+    monkeypatch.undo()
+    results = runner.finetune(cfg, str(tmp_path))
+    assert results["train_steps"] == 6 and _read(tmp_path / "eval_results.json") == results
+    logged = [json.loads(line)["step"] for line in (tmp_path / "metrics.jsonl").open()
+              if "loss" in line]  # fmt: skip
+    assert logged == [1, 2, 3, 4, 5, 6], logged  # resumed at 5: no step trained twice
+
+
 @pytest.mark.slow
 def test_sweep_reports_every_point_and_the_best(tiny_hf_dir, tmp_path):
     cfg = _tiny(_config("glue.py", "rte"), tiny_hf_dir, FIX / "glue" / "rte")

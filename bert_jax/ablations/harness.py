@@ -39,6 +39,7 @@ from bert_jax.tasks import runner
 from bert_jax.tokenization.vocab_builder import build_vocab
 from bert_jax.train import build_trainer, make_mesh
 from bert_jax.train.config import finetune_config, pretrain_config
+from bert_jax.train.lock import WorkdirLock
 from bert_jax.train.pretraining import bert_config_from, pretraining_task
 
 FAMILY = {"sst2": "glue", "mrpc": "glue", "mnli": "glue", "conll": "ner", "squad": "squad"}
@@ -251,15 +252,31 @@ class Harness:
         return wd
 
     # ---- scores ------------------------------------------------------------------------------
+    def busy(self, arm: Arm, task: str, seed: int) -> str | None:
+        """"PATH: in use by ..." when an unfinished workdir this job needs (its pretraining run,
+        then its fine-tuning run) is held by another live process, such as a second sweep on
+        this workdir; else None. Takes no lock."""
+        runs = [(self.root / "pretrain" / arm.pretrain.key, "done.json")]
+        if task not in ("mlm_ppl", "nsp", "sop"):
+            runs.append((self._finetune_dir(arm, task, seed), "eval_results.json"))
+        for run, marker in runs:
+            if not (run / marker).exists() and (owner := WorkdirLock(run).holder()):
+                return f"{run}: in use by another run ({owner})"
+        return None
+
+    def _finetune_dir(self, arm: Arm, task: str, seed: int) -> epath.Path:
+        tag = task + ("+bilstm" if arm.bilstm else "")
+        at = "" if arm.step is None else f"@{arm.step}"
+        s = self.scale
+        budget = f"e{s.finetune_epochs:g}-lr{s.finetune_lr:g}"  # a new budget reuses pretraining
+        return self.root / "finetune" / f"{arm.pretrain.key}{at}" / tag / budget / f"seed{seed}"
+
     def finetune(self, arm: Arm, task: str, seed: int) -> float:
         """Dev headline x 100 (accuracy; entity F1; SQuAD F1) of one fine-tuning run."""
         s = self.scale
         src = self.pretrain(arm.pretrain)  # Figure 5: its checkpoint of `arm.step`
         kind = task.removesuffix("_feature")
-        tag = task + ("+bilstm" if arm.bilstm else "")
-        at = "" if arm.step is None else f"@{arm.step}"
-        budget = f"e{s.finetune_epochs:g}-lr{s.finetune_lr:g}"  # a new budget reuses pretraining
-        out = self.root / "finetune" / f"{arm.pretrain.key}{at}" / tag / budget / f"seed{seed}"
+        out = self._finetune_dir(arm, task, seed)
         results = out / "eval_results.json"
         if not results.exists():
             c = finetune_config(FAMILY[kind])

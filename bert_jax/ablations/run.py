@@ -81,25 +81,35 @@ def _run_jobs(
     """Each job's score, in job order. A job whose pretraining or fine-tuning workdir another
     live process holds (a second `bert-jax ablate` on this workdir, say another table sharing
     the run) is put off, and the others go on; the put-off jobs are retried after them, every
-    RETRY_SECONDS while none can proceed, so two sweeps on one workdir split the work."""
+    RETRY_SECONDS while none can proceed, so two sweeps on one workdir split the work. A job
+    put off again for the same reason is not announced again."""
     values: dict[int, float] = {}
+    told: dict[int, str] = {}  # job -> why it was last put off
     waiting = list(range(len(jobs)))
     start = time.time()
     while waiting:
         put_off = []
         for i in waiting:
             arm, task, seed = jobs[i]
-            name = tasks.get(task, task)
-            progress(f"[{i + 1}/{len(jobs)}] table {table}: arm {arm.name!r}, task {name}, "
-                     f"seed {seed} ({time.time() - start:.0f}s)")  # fmt: skip
-            try:
-                if task in INTRINSIC:
-                    values[i] = harness.intrinsic(arm, task)
-                else:
-                    values[i] = harness.finetune(arm, task, seed)
-            except WorkdirInUse as e:
-                progress(f"  put off: {e}")
-                put_off.append(i)
+            header = (f"[{i + 1}/{len(jobs)}] table {table}: arm {arm.name!r}, "
+                      f"task {tasks.get(task, task)}, seed {seed} ({time.time() - start:.0f}s)")
+            why = harness.busy(arm, task, seed)
+            if why is None:
+                progress(header)
+                try:
+                    if task in INTRINSIC:
+                        values[i] = harness.intrinsic(arm, task)
+                    else:
+                        values[i] = harness.finetune(arm, task, seed)
+                    continue
+                except WorkdirInUse as e:  # taken between the look and the start
+                    why = str(e).split("; wait for it")[0]
+            elif told.get(i) != why:
+                progress(header)
+            if told.get(i) != why:
+                progress(f"  put off: {why}")
+                told[i] = why
+            put_off.append(i)
         if put_off and len(put_off) == len(waiting):
             time.sleep(RETRY_SECONDS)
         waiting = put_off

@@ -170,6 +170,7 @@ def run_once(cfg, job, pre, workdir: str | epath.Path) -> dict[str, float]:
         mesh=run_mesh(cfg),
         preflight=check_trainer_fits,
     )
+    result.require_finished(workdir, cfg.train_steps)
     trainer, params = result.trainer, result.state.params
     metrics: dict[str, float] = {}
     with output_dir(workdir) as out_dir:

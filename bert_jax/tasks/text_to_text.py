@@ -185,6 +185,7 @@ def finetune(cfg, workdir: str | epath.Path) -> dict[str, float]:
     result = loop.train(run, task, str(workdir),
                         workdir_config=write_workdir_record(pre.config, str(spm)),
                         init_params=init, mesh=run_mesh(cfg))  # fmt: skip
+    result.require_finished(workdir, run.train_steps)
     trained = dataclasses.replace(pre, config=config, params=jax.device_get(result.state.params))
     rows = generate_lines(trained, vocab, data.dev_inputs, GenerateSettings(targets_length),
                           cfg.eval_batch_size, cfg.max_seq_length)  # greedy, `generate`'s path

@@ -145,6 +145,32 @@ class WorkdirLock:
                 self._write_lease()
 
     # ---- both ------------------------------------------------------------------------------------
+    def holder(self) -> str | None:
+        """Who holds this workdir now ("pid N on HOST, started T"), or None if it is free; takes
+        nothing, so a caller with other work can skip a busy workdir without trying it."""
+        if self.lease:
+            held = self._read_lease()
+            fresh = held and time.time() - held.get("renewed", 0) < self.stale_seconds
+            return _describe(held) if fresh and not _dead_on_this_host(held) else None
+        import fcntl
+
+        try:
+            fd = os.open(os.fspath(self.workdir / ".lock"), os.O_RDONLY)
+        except OSError:
+            return None  # never locked (or not readable: let acquire() say why)
+        try:
+            try:  # shared: two lookers never see each other as the holder
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                try:
+                    return _describe(json.loads(os.pread(fd, 4096, 0) or b"{}"))
+                except json.JSONDecodeError:
+                    return _describe({})
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return None
+        finally:
+            os.close(fd)
+
     def acquire(self) -> WorkdirLock:
         if jax.process_index() != 0:
             return self

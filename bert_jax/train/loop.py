@@ -50,6 +50,15 @@ class TrainResult:
     last_eval: dict[str, float]
     preempted: bool = False
 
+    def require_finished(self, workdir: Any, total_steps: int) -> None:
+        """For callers that score the model next (fine-tuning): after a SIGTERM the saved step
+        is not the end, and scores of that model would pass for a finished run's."""
+        if self.preempted:
+            raise BertJaxError(
+                f"{workdir}: training stopped by SIGTERM at step {int(self.state.step)} of "
+                f"{total_steps} and saved it; nothing was scored. Rerun the same command to finish"
+            )
+
 
 def maybe_initialize_distributed(config: Any) -> None:
     """`config.distributed`: False (single process), True/'auto' (TPU pods: addresses from the
