@@ -27,7 +27,7 @@ from etils import epath
 from bert_jax import objectives
 from bert_jax.ablations import suite
 from bert_jax.ablations.scales import Scale
-from bert_jax.ablations.tables import Arm, Pretrain
+from bert_jax.ablations.tables import INTRINSIC, Arm, Pretrain
 from bert_jax.atomic_write import is_local, write_json_atomic, write_text_atomic
 from bert_jax.checkpoint import restore_params
 from bert_jax.corpus import embedded
@@ -257,7 +257,7 @@ class Harness:
         then its fine-tuning run) is held by another live process, such as a second sweep on
         this workdir; else None. Takes no lock."""
         runs = [(self.root / "pretrain" / arm.pretrain.key, "done.json")]
-        if task not in ("mlm_ppl", "nsp", "sop"):
+        if task not in INTRINSIC:
             runs.append((self._finetune_dir(arm, task, seed), "eval_results.json"))
         for run, marker in runs:
             if not (run / marker).exists() and (owner := WorkdirLock(run).holder()):

@@ -19,7 +19,7 @@ from bert_jax.ablations.scales import SCALES, Scale, mlm_steps_at_electra_flops
 from bert_jax.errors import BertJaxError
 from bert_jax.train.lock import WorkdirInUse
 
-INTRINSIC = ("mlm_ppl", "nsp", "sop")
+INTRINSIC = tables.INTRINSIC
 RETRY_SECONDS = 30.0  # how often put-off jobs are retried while another process holds them
 
 

@@ -84,6 +84,10 @@ class Pretrain:
         return f"{self.objective}-{self.model}-{self.mix.replace('/', '.')}-s{self.steps}"
 
 
+# Tasks scored on the pretrained model itself (no fine-tuning, one run per arm).
+INTRINSIC = ("mlm_ppl", "nsp", "sop")
+
+
 @dataclasses.dataclass(frozen=True)
 class Arm:
     name: str
