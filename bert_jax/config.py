@@ -177,14 +177,24 @@ def preset_names() -> list[str]:
     return sizes + [*ALIASES, "large"]
 
 
+def shape_dims(name: str) -> tuple[int, int, int] | None:
+    """(L, H, A) of an `L<layers>-H<hidden>-A<heads>` name, None for any other name; refused
+    when L or A is 0 or A does not divide H."""
+    shape = _SHAPE.match(name)
+    if not shape:
+        return None
+    layers, hidden, heads = (int(g) for g in shape.groups())
+    if not (layers and heads) or hidden % heads:
+        raise BertJaxError(f"model {name!r}: needs L, A > 0 and H divisible by A")
+    return layers, hidden, heads
+
+
 def preset(name: str, **overrides: Any) -> BertConfig:
     """A named model size: `tiny`, `mini`, `small`, `medium`, `base`, `large`, e.g. `L4-H256`
     (A = H/64), or any `L<layers>-H<hidden>-A<heads>` (e.g. `L6-H768-A3`)."""
-    shape = _SHAPE.match(name)
-    if shape:
-        layers, hidden, heads = (int(g) for g in shape.groups())
-        if not (layers and heads) or hidden % heads:
-            raise BertJaxError(f"model {name!r}: needs L, A > 0 and H divisible by A")
+    dims = shape_dims(name)
+    if dims:
+        layers, hidden, heads = dims
         return BertConfig(
             hidden_size=hidden,
             num_hidden_layers=layers,

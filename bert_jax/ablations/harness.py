@@ -39,7 +39,7 @@ from bert_jax.tasks import runner
 from bert_jax.tokenization.vocab_builder import build_vocab
 from bert_jax.train import build_trainer, make_mesh
 from bert_jax.train.config import finetune_config, pretrain_config
-from bert_jax.train.lock import WorkdirLock
+from bert_jax.train.lock import WorkdirLock, in_use
 from bert_jax.train.pretraining import bert_config_from, pretraining_task
 
 FAMILY = {"sst2": "glue", "mrpc": "glue", "mnli": "glue", "conll": "ner", "squad": "squad"}
@@ -106,22 +106,26 @@ class Harness:
         time: a second `bert-jax ablate` on this workdir waits here, then finds it built. An
         flock on local workdirs (the kernel drops it if the holder dies); re-entrant, since
         the shards need the vocab."""
-        if self._building_depth or not is_local(self.root):
+        with contextlib.ExitStack() as stack:
+            if not self._building_depth and is_local(self.root):
+                import fcntl
+
+                lock = stack.enter_context(open(self.root / ".data.lock", "a"))
+                fcntl.flock(lock, fcntl.LOCK_EX)
             self._building_depth += 1
             try:
                 yield
             finally:
                 self._building_depth -= 1
-            return
-        import fcntl
 
-        with open(self.root / ".data.lock", "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            self._building_depth = 1
-            try:
-                yield
-            finally:
-                self._building_depth = 0
+    def _build_once(self, marker: epath.Path, build: Callable[[], None]) -> None:
+        """`build()` unless `marker` (written last by it) exists, looked at again under the
+        data lock, so a sweep that waited there does not build it a second time."""
+        if marker.exists():
+            return
+        with self._building():
+            if not marker.exists():
+                build()
 
     def _check_settings(self) -> None:
         """Finished runs are keyed by objective, model, steps, mix, task, fine-tuning budget and
@@ -155,26 +159,26 @@ class Harness:
         """Every tenth document is held out: held-out pretraining text and the built-in suite."""
         data = self.root / "data"
         train, held = data / "train.txt", data / "eval.txt"
-        if held.exists():
-            return train, held
-        with self._building():
-            if held.exists():
-                return train, held
+
+        def split() -> None:
             data.mkdir(parents=True, exist_ok=True)
             docs = self._documents()
             rest = [d for i, d in enumerate(docs) if i % 10]
             _write_docs(rest, train, self.scale.corpus_bytes)
             _write_docs(docs[::10], held, max(self.scale.corpus_bytes // 10, 20_000))
+
+        self._build_once(held, split)
         return train, held
 
     def vocab_file(self) -> str:
         out = self.root / "data" / "vocab"
-        if not (out / "vocab_stats.json").exists():
-            with self._building():
-                if not (out / "vocab_stats.json").exists():
-                    train, _ = self._corpus_split()
-                    self.progress(f"building a {self.scale.vocab_size}-token vocab")
-                    build_vocab(str(train), self.scale.vocab_size, out, num_threads=1)
+
+        def vocab() -> None:
+            train, _ = self._corpus_split()
+            self.progress(f"building a {self.scale.vocab_size}-token vocab")
+            build_vocab(str(train), self.scale.vocab_size, out, num_threads=1)
+
+        self._build_once(out / "vocab_stats.json", vocab)
         return str(out / "vocab.txt")
 
     def shards(self, objective: str) -> tuple[str, str]:
@@ -185,32 +189,32 @@ class Harness:
         vocab = self.vocab_file()
         train, held = self._corpus_split()
         for split, text in (("train", train), ("eval", held)):
-            if (base / split / "stats.json").exists():
-                continue
-            with self._building():
-                if (base / split / "stats.json").exists():
-                    continue
+
+            def write(split: str = split, text: epath.Path = text) -> None:
                 self.progress(f"writing {flag} {split} shards")
                 create_pretraining_data(
                     str(text), str(base / split), vocab, objective=flag, dynamic_masking=True,
                     max_seq_length=self.scale.seq, max_predictions_per_seq=self.scale.predictions,
                     dupe_factor=self.scale.dupe_factor if split == "train" else 1,
                 )  # fmt: skip
+
+            self._build_once(base / split / "stats.json", write)
         return str(base / "train" / "shard-*.tfrecord"), str(base / "eval" / "shard-*.tfrecord")
 
     def task_dir(self, kind: str) -> str:
         if kind in self.tasks:
             return self.tasks[kind]
         out = self.root / "suite"
-        if not (out / "counts.json").exists():
-            with self._building():
-                if not (out / "counts.json").exists():
-                    self.progress("building the downstream suite from held-out documents")
-                    docs = self._documents()
-                    counts = suite.build_suite(
-                        docs[::10], str(out), self.scale.suite_train, self.scale.suite_dev
-                    )
-                    write_json_atomic(out / "counts.json", counts, sort_keys=True)
+
+        def build() -> None:
+            self.progress("building the downstream suite from held-out documents")
+            docs = self._documents()
+            counts = suite.build_suite(
+                docs[::10], str(out), self.scale.suite_train, self.scale.suite_dev
+            )
+            write_json_atomic(out / "counts.json", counts, sort_keys=True)
+
+        self._build_once(out / "counts.json", build)
         return str(out / kind)
 
     # ---- pretraining -------------------------------------------------------------------------
@@ -245,9 +249,9 @@ class Harness:
         wd = self.root / "pretrain" / run.key
         if not (wd / "done.json").exists():
             self.progress(f"pretraining {run.key}")
-            result = run_pretraining(self.pretrain_config(run), str(wd))
-            if result.preempted:
-                raise BertJaxError(f"{wd}: pretraining was interrupted; rerun to continue")
+            config = self.pretrain_config(run)
+            result = run_pretraining(config, str(wd))
+            result.require_finished(wd, config.train_steps)
             write_json_atomic(wd / "done.json", result.last_eval, sort_keys=True)
         return wd
 
@@ -261,7 +265,7 @@ class Harness:
             runs.append((self._finetune_dir(arm, task, seed), "eval_results.json"))
         for run, marker in runs:
             if not (run / marker).exists() and (owner := WorkdirLock(run).holder()):
-                return f"{run}: in use by another run ({owner})"
+                return in_use(run, owner)
         return None
 
     def _finetune_dir(self, arm: Arm, task: str, seed: int) -> epath.Path:

@@ -9,13 +9,13 @@ that they fit, and writes the launch script.
 from __future__ import annotations
 
 import dataclasses
-import re
 import time
 from collections.abc import Callable
 
 from bert_jax.ablations import report, tables
 from bert_jax.ablations.harness import Harness, majority_baseline
 from bert_jax.ablations.scales import SCALES, Scale, mlm_steps_at_electra_flops
+from bert_jax.config import shape_dims
 from bert_jax.errors import BertJaxError
 from bert_jax.train.lock import WorkdirInUse
 
@@ -49,14 +49,16 @@ def parse_sizes(text: str) -> tuple[tuple[int, int, int], ...]:
     """`--sizes L1-H128-A2,L4-H192-A3`: Table 6's grid as (L, H, A); "" = the scale's."""
     sizes = []
     for name in (n.strip() for n in text.split(",") if n.strip()):
-        found = re.fullmatch(r"L(\d+)-H(\d+)-A(\d+)", name)
-        layers, hidden, heads = (int(g) for g in found.groups()) if found else (0, 0, 0)
-        if not (layers and heads) or hidden % heads:
+        try:
+            dims = shape_dims(name)
+        except BertJaxError:
+            dims = None
+        if dims is None:
             raise BertJaxError(
                 f"--sizes: {name!r} is not L<layers>-H<hidden>-A<heads> with L, A > 0 and H "
                 "divisible by A (e.g. L4-H192-A3)"
             )
-        sizes.append((layers, hidden, heads))
+        sizes.append(dims)
     return tuple(dict.fromkeys(sizes))
 
 
@@ -103,7 +105,7 @@ def _run_jobs(
                         values[i] = harness.finetune(arm, task, seed)
                     continue
                 except WorkdirInUse as e:  # taken between the look and the start
-                    why = str(e).split("; wait for it")[0]
+                    why = e.reason
             elif told.get(i) != why:
                 progress(header)
             if told.get(i) != why:

@@ -32,9 +32,17 @@ from bert_jax.atomic_write import is_local
 from bert_jax.errors import BertJaxError
 
 
+def in_use(workdir: Any, holder: str) -> str:
+    return f"{workdir}: in use by another run ({holder})"
+
+
 class WorkdirInUse(BertJaxError):
     """Another live run holds the workdir: a caller with other work (`bert-jax ablate`) can come
-    back to it later."""
+    back to it later. `reason` is the message without the advice."""
+
+    def __init__(self, workdir: Any, holder: str) -> None:
+        self.reason = in_use(workdir, holder)
+        super().__init__(f"{self.reason}; wait for it to finish or give another --workdir")
 
 
 def _owner() -> dict[str, Any]:
@@ -81,10 +89,7 @@ class WorkdirLock:
         self._thread: threading.Thread | None = None
 
     def _refuse(self, owner: dict[str, Any]) -> WorkdirInUse:
-        return WorkdirInUse(
-            f"{self.workdir}: in use by another run ({_describe(owner)}); wait for it to finish "
-            "or give another --workdir"
-        )
+        return WorkdirInUse(self.workdir, _describe(owner))
 
     # ---- local: flock --------------------------------------------------------------------------
     def _acquire_flock(self) -> None:
