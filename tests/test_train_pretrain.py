@@ -9,6 +9,7 @@ import collections
 import json
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -169,8 +170,8 @@ def _losses(workdir) -> dict[int, float]:
     return {r["step"]: r["loss"] for r in map(json.loads, lines) if "loss" in r}
 
 
-@pytest.mark.slow  # two CLI pretraining runs, one killed: 249 s measured (shared machine)
-def test_sigkill_then_rerun_resumes_bitwise(data, tmp_path):
+@pytest.mark.slow  # four CLI pretraining runs, one SIGKILLed, one SIGTERMed
+def test_sigkill_then_sigterm_then_rerun_resumes_bitwise(data, tmp_path):
     repo = pathlib.Path(__file__).resolve().parents[1]
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     env.pop("XLA_FLAGS", None)
@@ -187,6 +188,19 @@ def test_sigkill_then_rerun_resumes_bitwise(data, tmp_path):
     assert proc.returncode == -signal.SIGKILL, out
     steps_before = max(_losses(killed))
     assert steps_before < 40, "the run finished before it could be killed"
+
+    # The rerun gets a preemption notice: it saves its step and exits 2, since a launch script
+    # going on to phase 2 or fine-tuning would build on an unfinished run.
+    proc = subprocess.Popen(_command(data, killed), **run)
+    its_first_save = killed / "checkpoints" / "12"
+    while not its_first_save.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGTERM)
+    out = proc.communicate()[0]
+    assert "resumed from" in out, out
+    stopped = re.search(r"stopped by SIGTERM at step (\d+) of 40 .*Rerun the same command", out)
+    assert proc.returncode == 2 and stopped, out
+    assert 12 <= int(stopped[1]) < 40 and max(_losses(killed)) == int(stopped[1])
 
     resumed = subprocess.run(_command(data, killed), **run, timeout=600)
     assert resumed.returncode == 0, resumed.stdout

@@ -2,7 +2,8 @@
 [--config.key=value ...]`: sharded BERT pretraining from TFRecord shards (T5 with
 `--config t5.py:<preset>`: encoder-decoder span corruption / prefix LM, bert_jax/configs/t5.py).
 
-Rerunning the same command resumes from DIR/checkpoints exactly; SIGTERM saves and stops.
+Rerunning the same command resumes from DIR/checkpoints exactly; SIGTERM saves and stops, exiting
+2 with a one-line error (the run is unfinished).
 """
 
 from __future__ import annotations
@@ -39,4 +40,7 @@ def main(argv: list[str]) -> None:
         )
     logging.set_verbosity(logging.WARNING)  # Orbax logs every save step at INFO
 
-    run_pretraining(_CONFIG.value, _WORKDIR.value)
+    result = run_pretraining(_CONFIG.value, _WORKDIR.value)
+    # Non-zero after a SIGTERM: `set -e` launch scripts (the ablation plans: phase 2 reads
+    # phase 1, fine-tuning reads phase 2) and tpu_setup must not go on from an unfinished run.
+    result.require_finished(_WORKDIR.value, _CONFIG.value.train_steps)

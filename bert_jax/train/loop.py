@@ -51,12 +51,14 @@ class TrainResult:
     preempted: bool = False
 
     def require_finished(self, workdir: Any, total_steps: int) -> None:
-        """For callers that score the model next (fine-tuning): after a SIGTERM the saved step
-        is not the end, and scores of that model would pass for a finished run's."""
+        """For callers that use the model next (scoring it, phase 2, a launch script's next
+        line): after a SIGTERM the saved step is not the end, and what followed would pass
+        for a finished run's."""
         if self.preempted:
             raise BertJaxError(
                 f"{workdir}: training stopped by SIGTERM at step {int(self.state.step)} of "
-                f"{total_steps} and saved it; nothing was scored. Rerun the same command to finish"
+                f"{total_steps} and saved it; the run is unfinished, so nothing used it. Rerun "
+                "the same command to finish"
             )
 
 
