@@ -57,8 +57,8 @@ class TrainResult:
         if self.preempted:
             raise BertJaxError(
                 f"{workdir}: training stopped by SIGTERM at step {int(self.state.step)} of "
-                f"{total_steps} and saved it; the run is unfinished, so nothing used it. Rerun "
-                "the same command to finish"
+                f"{total_steps} and saved it; unfinished, it was neither scored nor exported. "
+                "Rerun the same command to finish"
             )
 
 
