@@ -103,6 +103,7 @@ def plot(doc: dict, out: epath.Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
 
     fig, ax = plt.subplots(figsize=(5, 3.5))
     if doc["table"] == "fig5":
@@ -123,9 +124,15 @@ def plot(doc: dict, out: epath.Path) -> None:
             points.append((tables.stack_size(arm)[0], row["mlm_ppl"]["median"], arm))
         points.sort()
         ax.plot([p[0] for p in points], [p[1] for p in points], marker="o")
-        for x, y, arm in points:
-            ax.annotate(arm, (x, y), fontsize=6)
+        for i, (x, y, arm) in enumerate(points):  # arms of one size (A=1, A=2): lower one below
+            below = i + 1 < len(points) and points[i + 1][0] == x
+            ax.annotate(arm, (x, y), xytext=(4, -8 if below else 3), textcoords="offset points",
+                        fontsize=6)  # fmt: skip
         ax.set_xscale("log")
+        sizes = sorted({p[0] for p in points})
+        ax.set_xticks(sizes, [f"{x / 1e6:.2g}M" for x in sizes])  # the arms', not 2x10^5 ...
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.margins(x=0.2)  # room for the largest arm's label
         ax.set_xlabel("encoder parameters (12 L H^2)")
         ax.set_ylabel("held-out masked-LM perplexity")
     ax.set_title(TITLES[doc["table"]], fontsize=8)
