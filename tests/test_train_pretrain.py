@@ -191,16 +191,19 @@ def test_sigkill_then_sigterm_then_rerun_resumes_bitwise(data, tmp_path):
 
     # The rerun gets a preemption notice: it saves its step and exits 2, since a launch script
     # going on to phase 2 or fine-tuning would build on an unfinished run.
+    saved = [int(p.name) for p in (killed / "checkpoints").iterdir() if p.name.isdigit()]
+    first_save = max(saved) + 4  # the rerun's own (checkpoint_every_steps=4)
     proc = subprocess.Popen(_command(data, killed), **run)
-    its_first_save = killed / "checkpoints" / "12"
-    while not its_first_save.exists() and proc.poll() is None and time.time() < deadline:
+    deadline = time.time() + 600
+    while not (killed / "checkpoints" / str(first_save)).exists() and proc.poll() is None:
+        assert time.time() < deadline, "the rerun saved nothing in 10 minutes"
         time.sleep(0.02)
     proc.send_signal(signal.SIGTERM)
     out = proc.communicate()[0]
     assert "resumed from" in out, out
     stopped = re.search(r"stopped by SIGTERM at step (\d+) of 40 .*Rerun the same command", out)
     assert proc.returncode == 2 and stopped, out
-    assert 12 <= int(stopped[1]) < 40 and max(_losses(killed)) == int(stopped[1])
+    assert first_save <= int(stopped[1]) < 40 and max(_losses(killed)) == int(stopped[1])
 
     resumed = subprocess.run(_command(data, killed), **run, timeout=600)
     assert resumed.returncode == 0, resumed.stdout
