@@ -19,7 +19,6 @@ from bert_jax.config import shape_dims
 from bert_jax.errors import BertJaxError
 from bert_jax.train.lock import WorkdirInUse
 
-INTRINSIC = tables.INTRINSIC
 RETRY_SECONDS = 30.0  # how often put-off jobs are retried while another process holds them
 
 
@@ -99,7 +98,7 @@ def _run_jobs(
             if why is None:
                 progress(header)
                 try:
-                    if task in INTRINSIC:
+                    if task in tables.INTRINSIC:
                         values[i] = harness.intrinsic(arm, task)
                     else:
                         values[i] = harness.finetune(arm, task, seed)
@@ -134,7 +133,7 @@ def ablate(
     harness = Harness(workdir, scale, corpus, tasks, progress)
     paper = tables.PAPER.get(table, {})
     jobs = [(arm, task, seed) for arm in arms for task in arm.tasks
-            for seed in (range(1) if task in INTRINSIC else range(scale.seeds))]  # fmt: skip
+            for seed in (range(1) if task in tables.INTRINSIC else range(scale.seeds))]  # fmt: skip
     start = time.time()
     values = _run_jobs(jobs, harness, table, tasks, progress)
     scores: dict[str, dict[str, list[float]]] = {}
@@ -144,7 +143,7 @@ def ablate(
         arm: {t: report.summarize(v, paper.get(arm, {}).get(t)) for t, v in row.items()}
         for arm, row in scores.items()
     }
-    kinds = {t.removesuffix("_feature") for a in arms for t in a.tasks if t not in INTRINSIC}
+    kinds = {t.removesuffix("_feature") for a in arms for t in a.tasks if t not in tables.INTRINSIC}
     baselines = {k: {"majority": majority_baseline(harness.task_dir(k), k)} for k in sorted(kinds)}
     for task in [t for a in arms for t in a.tasks if t.endswith("_feature")]:
         baselines[task] = baselines[task.removesuffix("_feature")]
