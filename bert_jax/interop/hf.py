@@ -169,7 +169,9 @@ def export_hf(
                                f"config says {w.our_shape}")  # fmt: skip
         x = w.from_ours(x)
         tensors[w.hf_name] = np.ascontiguousarray(x.T if w.hf_transposed else x)
-    if arch.endswith("Model"):  # the bare encoder is stored without the prefix, as it saves
+    # The bare encoder is stored without the prefix, as transformers saves it (BertLMHeadModel
+    # also ends in "Model" but keeps it).
+    if arch == hf_configs.ARCHITECTURES[config.family][-1][0]:
         base = hf_family(config.family).prefix + "."
         tensors = {k.removeprefix(base): v for k, v in tensors.items()}
     hf_config = hf_configs.hf_config(config, arch)
