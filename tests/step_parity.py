@@ -70,7 +70,8 @@ def perturbed(params: Any, seed: int = 1, scale: float = 0.05) -> Any:
 
     leaves, treedef = jax.tree.flatten(meta.unbox(params))
     keys = jax.random.split(jax.random.PRNGKey(seed), len(leaves))
-    noisy = [x + scale * jax.random.normal(k, x.shape, x.dtype) for x, k in zip(leaves, keys)]
+    noise = [jax.random.normal(k, x.shape, x.dtype) for x, k in zip(leaves, keys, strict=True)]
+    noisy = [x + scale * n for x, n in zip(leaves, noise, strict=True)]
     return jax.tree.unflatten(treedef, noisy)
 
 
@@ -108,7 +109,7 @@ def encoder_batch(
 def mlm_labels(batch: dict[str, np.ndarray]) -> torch.Tensor:
     """transformers' masked-LM labels: the target id at each predicted position, -100 elsewhere."""
     labels = np.full(batch["input_ids"].shape, -100, np.int64)
-    for b, p in zip(*np.nonzero(batch["masked_lm_weights"])):
+    for b, p in zip(*np.nonzero(batch["masked_lm_weights"]), strict=True):
         labels[b, batch["masked_lm_positions"][b, p]] = batch["masked_lm_ids"][b, p]
     return torch.tensor(labels)
 
