@@ -50,6 +50,12 @@ STEP_TOL = 1e-4
 NO_DECAY = ("LayerNorm", "layer_norm", "bias")
 
 
+def reference_decays(name: str) -> bool:
+    """google-research/bert's rule on an HF name: decay unless the name holds one of NO_DECAY.
+    Families whose reference spells another rule pass their own to `step_parity(decays=...)`."""
+    return not any(s in name for s in NO_DECAY)
+
+
 def optimizer_config(**overrides: Any) -> ml_collections.ConfigDict:
     """The optimizer keys of a training config: AdamW at a constant 1e-2, clip 1.0, decay 0.01."""
     c = ml_collections.ConfigDict(
@@ -160,11 +166,13 @@ def torch_grads(model: torch.nn.Module, torch_loss: Callable) -> tuple[float, di
     return float(loss.detach()), grads
 
 
-def torch_adamw_step(model: torch.nn.Module, config: Any) -> dict[str, np.ndarray]:
+def torch_adamw_step(
+    model: torch.nn.Module, config: Any, decays: Callable[[str], bool] = reference_decays
+) -> dict[str, np.ndarray]:
     """One clip + AdamW step on the gradients already in `model`; the new parameters."""
     named = [(n, p) for n, p in model.named_parameters() if p.grad is not None]
-    decay = [p for n, p in named if not any(s in n for s in NO_DECAY)]
-    no_decay = [p for n, p in named if any(s in n for s in NO_DECAY)]
+    decay = [p for n, p in named if decays(n)]
+    no_decay = [p for n, p in named if not decays(n)]
     opt = torch.optim.AdamW(
         [{"params": decay, "weight_decay": config.weight_decay},
          {"params": no_decay, "weight_decay": 0.0}],
@@ -214,8 +222,10 @@ def step_parity(
     torch_model: torch.nn.Module,
     torch_loss: Callable[[torch.nn.Module], torch.Tensor],
     config: Any = None,
+    decays: Callable[[str], bool] = reference_decays,
 ) -> StepReport:
-    """`our_loss(params) -> (loss, aux)`; `to_hf` maps a tree shaped like `params`."""
+    """`our_loss(params) -> (loss, aux)`; `to_hf` maps a tree shaped like `params`; `decays(HF
+    name)` says which of transformers' parameters torch's AdamW decays."""
     config = config or optimizer_config()
     torch.manual_seed(0)
     load_into(torch_model, to_hf(params))
@@ -231,7 +241,7 @@ def step_parity(
     for name, p in torch_model.named_parameters():
         if p.grad is not None and name in ours_g:
             p.grad = torch.tensor(np.asarray(ours_g[name], np.float32).reshape(p.shape))
-    new_hf = torch_adamw_step(torch_model, config)
+    new_hf = torch_adamw_step(torch_model, config, decays)
     grad_errors, step_errors, unmatched = {}, {}, []
     floor = GRAD_FLOOR * float(np.sqrt(sum(np.sum(np.square(g, dtype=np.float64))
                                            for g in grads_hf.values())))  # fmt: skip
