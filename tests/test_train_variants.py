@@ -14,6 +14,7 @@ import pytest
 from bert_jax.config import preset
 from bert_jax.model import stack_layers, unstack_layers
 from bert_jax.train import build_trainer, make_mesh
+from bert_jax.train.optimizer import decay_mask
 from bert_jax.train.pretraining import PretrainingTask, synthetic_batch
 
 LR = 1e-3
@@ -135,14 +136,15 @@ def test_lamb_trains_and_scales_each_update_by_the_weight_norm(looped):
     base, params, batches, _, _, _ = looped
     lamb = _trainer(opt="lamb")
     # One step from the same weights: LAMB's layer-wise trust ratio makes |dW| = lr * |W| for
-    # every non-zero weight; AdamW's per-element step is ~lr * sign(g) instead.
+    # every non-zero weight it adapts (not LayerNorms and biases, as the reference LAMB);
+    # AdamW's per-element step is ~lr * sign(g) instead.
     after_lamb, _ = _steps(lamb, params, batches[:1])
     after_adam, _ = _steps(base, params, batches[:1])
     ratios_lamb, ratios_adam = [], []
-    leaves = [jax.tree.leaves(t) for t in (params, after_adam, after_lamb)]
-    for w, w_adam, w_lamb in zip(*leaves, strict=True):
+    leaves = [jax.tree.leaves(t) for t in (params, after_adam, after_lamb, decay_mask(params))]
+    for w, w_adam, w_lamb, adapted in zip(*leaves, strict=True):
         w_norm = np.linalg.norm(w)
-        if w_norm == 0:  # zero-initialised biases: trust ratio 1
+        if w_norm == 0 or not adapted:  # zero weights: trust ratio 1; LayerNorms, biases: none
             continue
         ratios_lamb.append(np.linalg.norm(w_lamb - w) / w_norm)
         ratios_adam.append(np.linalg.norm(w_adam - w) / w_norm)

@@ -3,7 +3,9 @@
 - `adamw`: optax AdamW (bias-corrected), decay 0.01 on every weight except LayerNorm and biases.
 - `adam_reference`: google-research/bert's AdamWeightDecayOptimizer: no bias correction, eps
   outside the sqrt, decoupled decay with the same exclusions.
-- `lamb`: optax LAMB (You et al.) for large batches, same exclusions.
+- `lamb`: LAMB (You et al. 2020, Algorithm 2: bias-corrected moments, trust ratio
+  ||w|| / ||update||) for large batches; LayerNorms and biases get neither decay nor the trust
+  ratio, as the reference LAMB (google-research/albert) excludes them from both.
 All are preceded by a global-norm clip (1.0 by default). `layerwise_lr_decay` < 1 (ELECTRA's
 fine-tuning: 0.8 for small/base, 0.9 for large) scales layer i's updates by decay^(L - i), the
 embeddings' by decay^(L + 1), and leaves heads and pooler at the full rate.
@@ -51,13 +53,15 @@ def learning_rate_schedule(
 
 
 def decay_mask(params: Any) -> Any:
-    """True for weights that get weight decay: not biases, not LayerNorm scale/bias."""
+    """True for weights that get weight decay: not biases (XLNet's LM output bias included; its
+    r_w/r_r/r_s_bias are decayed, as xlnet's optimizer includes them by name), not norms (BERT's
+    *layer_norm, the encoder-decoder's *_norm RMS/LayerNorm scales and biases)."""
 
     def keep(path, _) -> bool:
-        names = [str(getattr(k, "key", k)) for k in path]
-        if names and names[-1] in ("bias", "output_bias"):
+        names = [str(getattr(k, "key", k)).lower() for k in path]
+        if names and names[-1] in ("bias", "output_bias", "lm_loss_bias"):
             return False
-        return not any("layer_norm" in n.lower() or "layernorm" in n.lower() for n in names)
+        return not any("layer_norm" in n or "layernorm" in n or n.endswith("_norm") for n in names)
 
     return jax.tree_util.tree_map_with_path(keep, params)
 
@@ -108,7 +112,15 @@ def make_optimizer(config: Any) -> tuple[optax.GradientTransformation, optax.Sch
             optax.scale_by_learning_rate(lr),
         )
     elif name == "lamb":
-        tx = optax.lamb(lr, b1=b1, b2=b2, eps=eps, weight_decay=wd, mask=decay_mask)
+        # optax.lamb applies the trust ratio to every tensor; the reference LAMB (the paper's
+        # update as google-research/albert's lamb_optimizer.py runs it) leaves the tensors it
+        # does not decay out of the layer adaptation too.
+        tx = optax.chain(
+            optax.scale_by_adam(b1, b2, eps),
+            optax.add_decayed_weights(wd, mask=decay_mask),
+            optax.masked(optax.scale_by_trust_ratio(), decay_mask),
+            optax.scale_by_learning_rate(lr),
+        )
     else:
         raise BertJaxError(f"optimizer {name!r}: use one of {OPTIMIZERS}")
     layer_decay = config.get("layerwise_lr_decay", 1.0)
