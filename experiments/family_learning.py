@@ -7,9 +7,11 @@ against the context-free predictor (that target at [MASK], the shown token elsew
 masks), SOP accuracy against always answering the held-out majority order.
 
   python experiments/family_learning.py --workdir /tmp/family [--steps 3000] \
-      [--families roberta,albert]
+      [--families roberta,albert] [--corpus embedded|snapshot]
 
 Writes WORKDIR/results.json. Held-out documents are every eighth document of the corpus slice.
+`--corpus=snapshot` reads the fixed 2 MB text shipped with the package (bert_jax.corpus.snapshot,
+what the test reads) instead of the embedded corpus of the installed versions.
 The `cpu` presets' full 3000 steps take about 10 minutes per family on a 2-core CPU;
 tests/test_family_learning.py runs the same code for 300 steps.
 """
@@ -27,15 +29,19 @@ import numpy as np
 FAMILIES = {"roberta": ("full_sentences", True, "byte_bpe"), "albert": ("sop", False, "wordpiece")}
 
 
-def prepare_data(root: pathlib.Path, family: str, corpus_bytes: int, vocab_size: int) -> dict:
-    """Corpus slice -> train/held-out text -> the family's vocab -> train and eval shards."""
-    from bert_jax.corpus import embedded
+def prepare_data(root: pathlib.Path, family: str, corpus_bytes: int, vocab_size: int,
+                 corpus: str = "embedded") -> dict:  # fmt: skip
+    """Corpus slice -> train/held-out text -> the family's vocab -> train and eval shards.
+    `corpus`: "embedded" (bert_jax.corpus.embedded) or "snapshot" (bert_jax.corpus.snapshot)."""
+    import importlib
+
     from bert_jax.data.pipeline import create_pretraining_data
     from bert_jax.tokenization.byte_bpe_builder import build_byte_bpe
     from bert_jax.tokenization.vocab_builder import build_vocab
 
     objective, dynamic, kind = FAMILIES[family]
-    docs = [d for d in embedded.iter_documents() if d]
+    source = importlib.import_module(f"bert_jax.corpus.{corpus}")
+    docs = [d for d in source.iter_documents() if d]
     text: list[str] = []
     size = 0
     for doc in docs:
@@ -105,10 +111,10 @@ def baselines(config: Any) -> dict[str, float]:
 
 
 def measure(family: str, root: pathlib.Path, steps: int, corpus_bytes: int,
-            vocab_size: int) -> dict[str, float]:  # fmt: skip
+            vocab_size: int, corpus: str = "embedded") -> dict[str, float]:  # fmt: skip
     from bert_jax.runs.pretrain import run_pretraining
 
-    data = prepare_data(root / "data", family, corpus_bytes, vocab_size)
+    data = prepare_data(root / "data", family, corpus_bytes, vocab_size, corpus)
     config = config_for(family, data, steps, root / "workdir")
     result = run_pretraining(config, str(root / "workdir"))
     ev = result.last_eval
@@ -125,12 +131,13 @@ def main() -> None:
     parser.add_argument("--families", default="roberta,albert")
     parser.add_argument("--corpus_bytes", type=int, default=3_000_000)
     parser.add_argument("--vocab_size", type=int, default=4000)
+    parser.add_argument("--corpus", choices=("embedded", "snapshot"), default="embedded")
     args = parser.parse_args()
     root = pathlib.Path(args.workdir)
     results = {}
     for family in args.families.split(","):
         results[family] = measure(family, root / family, args.steps, args.corpus_bytes,
-                                  args.vocab_size)  # fmt: skip
+                                  args.vocab_size, args.corpus)  # fmt: skip
         print(family, json.dumps(results[family]), flush=True)
     (root / "results.json").write_text(json.dumps(results, indent=1) + "\n")
 

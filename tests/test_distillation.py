@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from bert_jax.config import preset
-from bert_jax.corpus import embedded as embedded_corpus
+from bert_jax.corpus import snapshot
 from bert_jax.data.pipeline import create_pretraining_data
 from bert_jax.interop import export_hf
 from bert_jax.model import BertForPreTraining
@@ -24,12 +24,12 @@ SEQ, PRED = 64, 10
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> dict[str, str]:
-    """Packed full-sentence shards of the embedded corpus and a teacher of ours (a 4-layer BERT
+    """Packed full-sentence shards of the corpus snapshot and a teacher of ours (a 4-layer BERT
     with an MLM head, exported as a Hugging Face dir) on a vocab built from the same text."""
     from bert_jax.tokenization.vocab_builder import build_vocab
 
     root = tmp_path_factory.mktemp("distill")
-    embedded_corpus.write_corpus(root / "corpus.txt", max_bytes=200_000)
+    snapshot.write_corpus(root / "corpus.txt", max_bytes=200_000)
     build_vocab(str(root / "corpus.txt"), 2000, root, num_threads=1)
     vocab = str(root / "vocab.txt")
     create_pretraining_data(str(root / "corpus.txt"), str(root / "train"), vocab,

@@ -15,7 +15,7 @@ from flax.core import meta
 
 from bert_jax import objectives
 from bert_jax.config import BertConfig, preset
-from bert_jax.corpus import embedded as embedded_corpus
+from bert_jax.corpus import snapshot
 from bert_jax.data.pipeline import create_pretraining_data
 from bert_jax.errors import BertJaxError
 from bert_jax.model.electra import generator_config
@@ -130,7 +130,7 @@ def run(tmp_path_factory):
     from bert_jax.tokenization.vocab_builder import build_vocab
 
     root = tmp_path_factory.mktemp("electra")
-    embedded_corpus.write_corpus(root / "corpus.txt", max_bytes=400_000)
+    snapshot.write_corpus(root / "corpus.txt", max_bytes=400_000)  # fixed text: see its module
     docs = (root / "corpus.txt").read_text().strip().split("\n\n")
     n_eval = len(docs) // 8
     (root / "train.txt").write_text("\n\n".join(docs[:-n_eval]) + "\n")
@@ -185,16 +185,23 @@ def test_electra_learns_on_real_text(run):
           f"discriminator accuracy {ev['eval_replaced_token_accuracy']:.4f} (all-original "
           f"{ev['eval_replaced_token_baseline']:.4f}), loss {ev['eval_replaced_token_loss']:.4f} "
           f"(constant {constant_loss:.4f})")  # fmt: skip
-    # The generator beats the unigram rate but not yet the context-free bar (measured 0.110 vs
-    # unigram 0.043 and context-free 0.180: at 85/15/0 a sixth of its targets are shown, and
-    # 300 steps have not taught it to copy them). This checks it learns, not that it uses context.
-    assert ev["eval_masked_lm_accuracy"] > 1.5 * unigram
+    # Measured on the corpus snapshot at seeds 0, 1, 2 (`seed` in the config; 0 is the test's):
+    #   generator accuracy 0.110, 0.119, 0.140 against unigram 0.043 (2.5x-3.2x) and context-free
+    #   0.180; discriminator loss minus the best constant's 0.4075-0.4134 = -0.006, 0.4157-0.4141
+    #   = +0.002, 0.4023-0.4084 = -0.006; its accuracy equals the all-original rate in all three.
+    # The generator beats the unigram rate, not yet the context-free bar (at 85/15/0 a sixth of
+    # its targets are shown, and 300 steps have not taught it to copy them): it learns, which is
+    # not to say it uses context.
+    assert ev["eval_masked_lm_accuracy"] > 2 * unigram
     assert 0.05 < f < 0.2  # ~15% of the tokens are chosen, nearly all are replaced this early
+    # At this size and budget the discriminator learns the replaced-token rate, not yet which
+    # tokens were replaced: beating the best constant prediction is within seed noise (seed 1
+    # does not; at 600 steps seed 0 is still only 0.0015 below it, seed 1 0.0004 above), so that
+    # is not asserted. What holds is that its loss is at most the constant's (+0.01 for seed
+    # noise), calibrated to the ~15% rate (an untrained head scores ln 2 = 0.69; a head fed wrong
+    # labels, or none, could not get there), and that it answers "original" as often as it should.
+    assert ev["eval_replaced_token_loss"] < constant_loss + 0.01
     assert ev["eval_replaced_token_accuracy"] >= ev["eval_replaced_token_baseline"] - 1e-3
-    # Below the best constant prediction: it tells replaced tokens apart, if not yet above 50%
-    # confidence (measured: 0.4075 vs 0.4134 at this seed; the all-original accuracy is not
-    # beaten in 300 steps at this size).
-    assert ev["eval_replaced_token_loss"] < constant_loss - 0.002
     assert result.last_metrics["mfu"] > 0
 
 

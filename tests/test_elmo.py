@@ -1,4 +1,4 @@
-"""ELMo on real English (the embedded corpus), through the shared loop: both directional LMs reach
+"""ELMo on real English (the corpus snapshot), through the shared loop: both directional LMs reach
 a held-out perplexity well below the unigram model's, and the scalar mix of the frozen layers
 feeds the feature-based BiLSTM tagger, which learns a held-out word-level tagging task."""
 
@@ -10,7 +10,7 @@ import jax
 import numpy as np
 import pytest
 
-from bert_jax.corpus import embedded
+from bert_jax.corpus import snapshot
 from bert_jax.model.elmo import ElmoConfig, ElmoTagger, ScalarMix
 from bert_jax.tasks import elmo_lm
 from bert_jax.tasks.arrays import TrainBatches
@@ -30,7 +30,7 @@ def test_scalar_mix_is_gamma_times_softmax_weighted_sum():
 
 @pytest.fixture(scope="module")
 def corpus():
-    docs = list(embedded.iter_documents(max_documents=500))
+    docs = list(snapshot.iter_documents(max_documents=500))
     n_eval = len(docs) // 8
     vocab = elmo_lm.build_vocab(docs[:-n_eval], VOCAB)
     tr = elmo_lm.windows(docs[:-n_eval], vocab, LENGTH)

@@ -1,4 +1,4 @@
-"""RoBERTa's and ALBERT's `cpu` recipes learn on the embedded corpus (experiments/family_learning.py
+"""RoBERTa's and ALBERT's `cpu` recipes learn on the corpus snapshot (experiments/family_learning.py
 at a smaller size): held-out masked-LM accuracy above always predicting the most frequent
 training target, scored on the same masks (RoBERTa's drawn dynamically, ALBERT's n-gram spans
 written into the shards). ALBERT's sentence order needs more steps and more held-out pairs than
@@ -27,6 +27,7 @@ def family_learning():
 @pytest.mark.parametrize("family", ["roberta", "albert"])
 def test_cpu_recipe_beats_its_trivial_baselines(family_learning, family, tmp_path):
     steps = {"roberta": 200, "albert": 400}[family]  # LAMB with shared layers starts slower
-    r = family_learning.measure(family, tmp_path, steps, corpus_bytes=300_000, vocab_size=1000)
+    r = family_learning.measure(family, tmp_path, steps, corpus_bytes=300_000, vocab_size=1000,
+                               corpus="snapshot")  # fmt: skip
     print(family, r)
     assert r["mlm_accuracy"] > 1.5 * r["unigram_mlm_accuracy"], r

@@ -24,7 +24,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from bert_jax.corpus import embedded as embedded_corpus
+from bert_jax.corpus import snapshot
 from bert_jax.data.pipeline import create_pretraining_data
 
 SEQ, PRED, BATCH, STEPS = 64, 10, 16, 10
@@ -175,7 +175,7 @@ def _launch(kind: str, config: dict, workdir: pathlib.Path, **job) -> list[dict]
 @pytest.fixture(scope="module")
 def shards(tmp_path_factory, uncased_vocab) -> dict[str, str]:
     root = tmp_path_factory.mktemp("mp_shards")
-    embedded_corpus.write_corpus(root / "corpus.txt", max_bytes=120_000)
+    snapshot.write_corpus(root / "corpus.txt", max_bytes=120_000)
     create_pretraining_data(
         str(root / "corpus.txt"), str(root / "train"), str(uncased_vocab), num_shards=2,
         dupe_factor=1, max_seq_length=SEQ, max_predictions_per_seq=PRED,

@@ -1,6 +1,6 @@
 """XLNet's permutation LM through the objectives registry and the shared loop: the input pipeline
 re-lays BERT's pair shards out as XLNet's (A [SEP] B [SEP] [CLS]) with span targets and
-permutation masks, and a tiny XLNet trained on real English text (the embedded corpus) predicts
+permutation masks, and a tiny XLNet trained on real English text (the corpus snapshot) predicts
 held-out targets well above the unigram baseline."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bert_jax.corpus import embedded as embedded_corpus
+from bert_jax.corpus import snapshot
 from bert_jax.data.pipeline import create_pretraining_data
 from bert_jax.objectives import permutation_lm
 from bert_jax.train.config import pretrain_config
@@ -53,7 +53,7 @@ def data(tmp_path_factory) -> dict[str, str]:
     from bert_jax.tokenization.vocab_builder import build_vocab
 
     root = tmp_path_factory.mktemp("plm_data")
-    embedded_corpus.write_corpus(root / "corpus.txt", max_bytes=300_000)
+    snapshot.write_corpus(root / "corpus.txt", max_bytes=300_000)
     docs = (root / "corpus.txt").read_text().strip().split("\n\n")
     n_eval = len(docs) // 8
     (root / "train.txt").write_text("\n\n".join(docs[:-n_eval]) + "\n")

@@ -1,6 +1,6 @@
 """T5 span corruption: T5's length computation, the corruption itself (sentinels, noise
 fraction, reconstruction), shards, resumable dynamic corruption, and a tiny T5 trained through
-the one loop on the embedded corpus that learns (held-out target accuracy above unigram)."""
+the one loop on the corpus snapshot that learns (held-out target accuracy above unigram)."""
 
 from __future__ import annotations
 
@@ -70,14 +70,14 @@ def test_shards_and_resumable_dynamic_corruption(tmp_path):
 
 @pytest.mark.slow
 def test_tiny_t5_learns_span_corruption(tmp_path, capfd):
-    from bert_jax.corpus import embedded
+    from bert_jax.corpus import snapshot
     from bert_jax.model.seq2seq import seq2seq_preset
     from bert_jax.tokenization.t5_vocab import T5Vocab, train_t5_spm
     from bert_jax.train.config import training_config
     from bert_jax.train.loop import train
     from bert_jax.train.seq2seq_task import Seq2SeqTask
 
-    docs = [d for _, d in zip(range(400), embedded.iter_documents(), strict=False)]
+    docs = list(snapshot.iter_documents(max_documents=400))
     vocab = T5Vocab(train_t5_spm([s for d in docs for s in d], tmp_path, 500))
     inputs_length, batch = 32, 32
     raw, targets_length = random_spans_helper(inputs_length)

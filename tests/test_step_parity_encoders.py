@@ -28,6 +28,7 @@ from step_parity import (
 from bert_jax.config import preset
 from bert_jax.model.families import get_family
 from bert_jax.objectives.losses import DENOMINATORS
+from bert_jax.objectives.masking import MaskingSpec, mask_batch
 from bert_jax.train import optimizer as optimizer_lib
 from bert_jax.train.pretraining import PretrainingTask
 
@@ -50,8 +51,13 @@ def _task(family: str, objective: str) -> tuple[PretrainingTask, dict, dict]:
     causal = objective == "ltr"
     task = PretrainingTask(_config(family, causal), 4, 16, 5, objective=objective)
     batch = encoder_batch(VOCAB)
-    if family == "roberta":  # its padding id is 1, and real tokens never are
-        batch["input_ids"] = np.where(batch["input_mask"] == 1, batch["input_ids"], 1)
+    if family == "roberta":  # its padding id is 1; the mask is drawn here, as the input
+        # pipeline's dynamic masking draws it per step (80/10/10 over the real tokens)
+        ids = np.where(batch["input_mask"] == 1, batch["input_ids"], 1)
+        spec = MaskingSpec(4, VOCAB, special_ids=(0, 2, 1), masked_lm_prob=0.3)
+        masked = mask_batch(ids, batch["input_mask"], np.arange(len(ids)), spec, 5, seed=3)
+        batch.update({k: v.astype(batch[k].dtype) for k, v in masked.items() if k in batch})
+        assert np.any(masked["input_ids"] == 4) and np.any(masked["masked_lm_weights"] == 0)
     batch = {k: batch[k] for k in task.init_inputs()}
     init = task.model.init(jax.random.PRNGKey(0), **task.model_inputs(batch))["params"]
     return task, batch, perturbed(init)

@@ -1,4 +1,4 @@
-"""Pretraining end to end on real English text (the embedded corpus): a tiny BERT learns, the
+"""Pretraining end to end on real English text (the corpus snapshot): a tiny BERT learns, the
 workdir holds metrics.jsonl and TensorBoard events TensorFlow can read, and a run killed with
 SIGKILL resumes from its checkpoint to the same per-step losses (bitwise) as an uninterrupted run.
 """
@@ -19,7 +19,7 @@ import ml_collections
 import numpy as np
 import pytest
 
-from bert_jax.corpus import embedded as embedded_corpus
+from bert_jax.corpus import snapshot
 from bert_jax.data.pipeline import create_pretraining_data
 from bert_jax.train.config import pretrain_config
 
@@ -34,7 +34,7 @@ def data(tmp_path_factory) -> dict[str, str]:
     from bert_jax.tokenization.vocab_builder import build_vocab
 
     root = tmp_path_factory.mktemp("pretrain_data")
-    embedded_corpus.write_corpus(root / "corpus.txt", max_bytes=600_000)
+    snapshot.write_corpus(root / "corpus.txt", max_bytes=600_000)
     docs = (root / "corpus.txt").read_text().strip().split("\n\n")
     n_eval = len(docs) // 8
     (root / "train.txt").write_text("\n\n".join(docs[:-n_eval]) + "\n")
