@@ -46,6 +46,9 @@ GRAD_FLOOR = 1e-4
 # near 1 is 1.2e-5 lr); a wrong decay exclusion moves a LayerNorm scale by wd lr = 1e-2 lr and a
 # bias of 0.05 by 5e-4 lr, five times this bound.
 STEP_TOL = 1e-4
+# The encoders' size in these tests (vocab and batch are each file's).
+TINY_SIZE = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=48,
+                 hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)  # fmt: skip
 # google-research/bert's optimizer skips decay for names holding these (on HF names).
 NO_DECAY = ("LayerNorm", "layer_norm", "bias")
 

@@ -27,6 +27,9 @@ import optax
 import torch
 import transformers
 from step_parity import (
+    TINY_SIZE as SIZE,
+)
+from step_parity import (
     StepReport,
     encoder_batch,
     hf_model,
@@ -49,8 +52,6 @@ from bert_jax.objectives import losses
 from bert_jax.train.pretraining import PretrainingTask
 
 VOCAB = 300
-SIZE = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=48,
-            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)  # fmt: skip
 EMBED = 16  # E < H: the discriminator projects E -> 32, the generator (H = 8, one head) E -> 8
 RNG = jax.random.PRNGKey(0)
 

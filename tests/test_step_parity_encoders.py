@@ -16,6 +16,9 @@ import numpy as np
 import pytest
 import transformers
 from step_parity import (
+    TINY_SIZE as SIZE,
+)
+from step_parity import (
     encoder_batch,
     hf_model,
     hf_tensors,
@@ -33,8 +36,6 @@ from bert_jax.train import optimizer as optimizer_lib
 from bert_jax.train.pretraining import PretrainingTask
 
 VOCAB = 300
-SIZE = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=48,
-            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)  # fmt: skip
 
 
 def _config(family: str, causal: bool = False):

@@ -45,14 +45,15 @@ from step_parity import (
     step_parity,
     torch_grads,
 )
+from step_parity import (
+    TINY_SIZE as SIZE,
+)
 
 from bert_jax.config import preset
 from bert_jax.interop.task_heads import task_head
 from bert_jax.tasks.train_tasks import ClassificationTask, SpanTask, TaggingTask, cross_entropy
 
 VOCAB, B, L, CHOICES = 300, 4, 16, 3
-SIZE = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=48,
-            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)  # fmt: skip
 RNG = jax.random.PRNGKey(0)
 
 # Analytically zero gradients: a bias added to every logit of one softmax (QA's start and end

@@ -26,6 +26,7 @@ import jax
 import numpy as np
 import torch
 import transformers
+from step_parity import TINY_SIZE as SIZE
 from step_parity import encoder_batch, long, perturbed, step_parity
 
 from bert_jax.config import preset
@@ -37,8 +38,6 @@ from bert_jax.train import optimizer as optimizer_lib
 from bert_jax.train.pretraining import PretrainingTask
 
 VOCAB, BATCH, SEQ, PRED = 300, 4, 32, 6
-SIZE = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=48,
-            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)  # fmt: skip
 XLNET_DECAYED = ("r_s_bias", "r_r_bias", "r_w_bias")  # google xlnet's include_in_weight_decay
 
 
