@@ -20,7 +20,8 @@ def test_demo_runs_every_stage(tmp_path):
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     env.pop("XLA_FLAGS", None)
     cmd = [sys.executable, "-m", "bert_jax.cli", "demo", f"--workdir={tmp_path}",
-           "--train_steps=30", "--corpus_mb=0.3", "--vocab_size=1000"]  # fmt: skip
+           "--train_steps=30", "--corpus=snapshot", "--corpus_mb=0.3",
+           "--vocab_size=1000"]  # fmt: skip
     out = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stdout + out.stderr
     text = out.stdout

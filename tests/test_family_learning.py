@@ -26,7 +26,11 @@ def family_learning():
 @pytest.mark.slow  # a vocab, shards and a short pretraining run: ~15-20 s each
 @pytest.mark.parametrize("family", ["roberta", "albert"])
 def test_cpu_recipe_beats_its_trivial_baselines(family_learning, family, tmp_path):
-    steps = {"roberta": 200, "albert": 400}[family]  # LAMB with shared layers starts slower
+    # LAMB with shared layers starts slower. Held-out masked-LM accuracy over the unigram rate on
+    # the corpus snapshot, seeds 0, 1, 2 (`config.seed`): ALBERT at 400 steps 1.72x, 1.67x, 1.69x;
+    # RoBERTa at 200 steps 1.95x, 2.48x, 1.56x (its dynamic masks move with the seed), at 300
+    # steps 2.67x, 3.54x, 2.80x, hence 300.
+    steps = {"roberta": 300, "albert": 400}[family]
     r = family_learning.measure(family, tmp_path, steps, corpus_bytes=300_000, vocab_size=1000,
                                corpus="snapshot")  # fmt: skip
     print(family, r)

@@ -101,13 +101,15 @@ def test_tiny_xlnet_learns_beyond_unigram(data, tmp_path):
     c.mesh.data, c.mesh.fsdp, c.mesh.tensor = 1, 1, 1
     c.export_hf_dir = str(tmp_path / "hf")
     # Seeded run (300 steps at constant lr 1e-3): held-out 0.083 against a 0.047 baseline; the
-    # loss sits at the unigram plateau (~6.0) until step ~150, then falls.
+    # loss sits at the unigram plateau (~6.0) until step ~150, then falls. When it leaves the
+    # plateau varies with the seed: seeds 0, 1, 2 (`seed` in the config) reach 0.083, 0.090,
+    # 0.074 on the corpus snapshot (1.6x-1.9x the baseline), so the bound is 1.25x and +0.01.
     result = run_pretraining(c, str(tmp_path / "run"))
     baseline = _unigram_baseline(data)
     acc = result.last_eval["eval_permutation_lm_accuracy"]
     print(f"held-out permutation-LM target accuracy {acc:.3f}, unigram baseline {baseline:.3f}")
     assert 0.005 < baseline < 0.2
-    assert acc > 1.5 * baseline and acc > baseline + 0.02
+    assert acc > 1.25 * baseline and acc > baseline + 0.01
     _exported_model_agrees(data, tmp_path / "hf", result)
 
 

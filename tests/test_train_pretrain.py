@@ -103,9 +103,9 @@ def _nsp_majority(data) -> float:
 def test_tiny_bert_learns_beyond_unigram_baseline(data, trained):
     """Clearing the unigram rate shows the masked-LM path works (targets gathered at their
     positions and learned); it does not show context used: the seeded run (0.089 against unigram
-    0.045) is still below the context-free bar (0.135: copy the shown token, else the most
-    frequent), which this model size crosses only after thousands of steps
-    (experiments/ablations/README.md)."""
+    0.045; seeds 1 and 2: 0.098, 0.087, on the corpus snapshot) is still below the context-free
+    bar (0.135: copy the shown token, else the most frequent), which this model size crosses
+    only after thousands of steps (experiments/ablations/README.md)."""
     workdir, result = trained
     base = _baselines(data)
     baseline = base["unigram"]
@@ -114,13 +114,15 @@ def test_tiny_bert_learns_beyond_unigram_baseline(data, trained):
           f"context-free {base['unigram_or_copy']:.3f}")  # fmt: skip
     assert 0.01 < baseline < 0.2
     assert acc > 1.5 * baseline and acc > baseline + 0.02
-    # NSP barely starts in 300 steps: the seeded run answers the majority label (held-out
-    # accuracy 0.585 = the majority rate) with a loss of 0.684 < ln 2, the loss of a head that
-    # learned nothing. Both are bounds it clears; a broken NSP path would not.
+    # NSP barely starts in 300 steps: seeds 0, 1, 2 all answer the majority label (held-out
+    # accuracy 0.585 = the majority rate) with a loss of 0.684, 0.679, 0.687, between the best
+    # constant's 0.679 and ln 2 = 0.693 (a head that learned nothing). Beating ln 2 by a margin is
+    # within seed noise (seed 2 is 0.006 below it), so the loss bound only says it is no worse
+    # than an untrained head; the accuracy bound is the one a broken NSP path would fail.
     nsp, majority = result.last_eval["eval_next_sentence_accuracy"], _nsp_majority(data)
     print(f"held-out next-sentence accuracy {nsp:.3f}, majority label {majority:.3f}")
     assert 0.5 <= majority < 0.65 and nsp >= majority - 0.01
-    assert result.last_eval["eval_next_sentence_loss"] < np.log(2) - 0.005
+    assert result.last_eval["eval_next_sentence_loss"] < np.log(2) + 0.005
 
 
 @pytest.mark.slow  # the same `trained` fixture

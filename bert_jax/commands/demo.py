@@ -29,7 +29,13 @@ from bert_jax.runs.demo_workdir import refresh_workdir
 
 _WORKDIR = flags.DEFINE_string("workdir", "/tmp/bert-jax-demo", "Where everything is written.")
 _STEPS = flags.DEFINE_integer("train_steps", 1500, "Pretraining steps of the tiny BERT.")
-_CORPUS_MB = flags.DEFINE_float("corpus_mb", 1.0, "Megabytes of the embedded corpus to use.")
+_CORPUS = flags.DEFINE_enum(
+    "corpus", "embedded", ["embedded", "snapshot"],
+    "embedded: the docstrings of the installed Python and packages (bert_jax.corpus.embedded); "
+    "snapshot: the fixed 2 MB of them shipped with bert-jax (bert_jax.corpus.snapshot), the same "
+    "text on every machine.",
+)  # fmt: skip
+_CORPUS_MB = flags.DEFINE_float("corpus_mb", 1.0, "Megabytes of the corpus to use.")
 _VOCAB_SIZE = flags.DEFINE_integer("vocab_size", 2000, "WordPiece vocabulary size.")
 _SEQ = flags.DEFINE_integer("max_seq_length", 64, "Tokens per training sequence.")
 
@@ -38,10 +44,13 @@ def _step(n: int, text: str) -> None:
     print(f"\n[{n}/6] {text}", flush=True)
 
 
-def _corpus(root: pathlib.Path, megabytes: float) -> tuple[pathlib.Path, pathlib.Path, dict]:
-    from bert_jax.corpus import embedded as embedded_corpus
+def _corpus(
+    root: pathlib.Path, megabytes: float, source: str
+) -> tuple[pathlib.Path, pathlib.Path, dict]:
+    from bert_jax.corpus import embedded, snapshot
 
-    stats = embedded_corpus.write_corpus(root / "corpus.txt", max_bytes=int(megabytes * 2**20))
+    corpus = {"embedded": embedded, "snapshot": snapshot}[source]
+    stats = corpus.write_corpus(root / "corpus.txt", max_bytes=int(megabytes * 2**20))
     docs = (root / "corpus.txt").read_text(encoding="utf-8").strip().split("\n\n")
     n_eval = max(len(docs) // 10, 1)  # held-out documents, not just held-out sequences
     train, held_out = root / "train.txt", root / "eval.txt"
@@ -182,8 +191,9 @@ def main(argv: list[str]) -> None:
     check_writable_dir(root, "--workdir")  # before minutes of work
     data.mkdir(parents=True, exist_ok=True)
     seq, t0 = _SEQ.value, time.time()
-    settings = {"corpus_mb": _CORPUS_MB.value, "vocab_size": _VOCAB_SIZE.value,
-                "max_seq_length": seq, "train_steps": _STEPS.value}  # fmt: skip
+    settings = {"corpus": _CORPUS.value, "corpus_mb": _CORPUS_MB.value,
+                "vocab_size": _VOCAB_SIZE.value, "max_seq_length": seq,
+                "train_steps": _STEPS.value}  # fmt: skip
     changed, rebuilt = refresh_workdir(root, settings)
     if rebuilt and all(a is None for a, _ in changed.values()):
         print(f"{root} has no record of the settings it was built with: rebuilding the "
@@ -193,8 +203,8 @@ def main(argv: list[str]) -> None:
         print(f"settings differ from those {root} was built with ({what}): rebuilding the "
               f"{', '.join(rebuilt)}")  # fmt: skip
 
-    _step(1, "embedded corpus (Python docstrings, no download)")
-    train, held_out, stats = _corpus(data, _CORPUS_MB.value)
+    _step(1, f"{_CORPUS.value} corpus (Python docstrings, no download)")
+    train, held_out, stats = _corpus(data, _CORPUS_MB.value, _CORPUS.value)
     print(f"  {stats['documents']} documents, {stats['sentences']} sentences, "
           f"{stats['megabytes']} MB; {stats['eval_documents']} documents held out")  # fmt: skip
 

@@ -12,8 +12,10 @@ from bert_jax.atomic_write import write_text_atomic
 SETTINGS_FILE = "demo_settings.json"
 # What each flag shapes, in pipeline order: changing it rebuilds these and everything after.
 STAGES = ("corpus", "vocab", "shards", "pretraining")
-_FIRST_STAGE = {"corpus_mb": "corpus", "vocab_size": "vocab", "max_seq_length": "shards",
-                "train_steps": "pretraining"}  # fmt: skip
+_FIRST_STAGE = {"corpus": "corpus", "corpus_mb": "corpus", "vocab_size": "vocab",
+                "max_seq_length": "shards", "train_steps": "pretraining"}  # fmt: skip
+# Settings added after workdirs were recorded without them: what those workdirs were built with.
+_RECORDED_BEFORE = {"corpus": "embedded"}
 
 
 def _stage_paths(root: pathlib.Path) -> dict[str, list[pathlib.Path]]:
@@ -37,6 +39,7 @@ def refresh_workdir(root: pathlib.Path, settings: dict) -> tuple[dict, list[str]
     if old is None:
         changed = {k: (None, v) for k, v in settings.items()} if built else {}
     else:
+        old = {**_RECORDED_BEFORE, **old}
         changed = {k: (old.get(k), v) for k, v in settings.items() if old.get(k) != v}
     first = min((STAGES.index(_FIRST_STAGE[k]) for k in changed), default=len(STAGES))
     stale = [stage for stage in STAGES[first:] if any(p.exists() for p in paths[stage])]
