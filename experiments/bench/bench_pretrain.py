@@ -4,7 +4,9 @@ same CPU, same process, interleaved rounds; plus our MFU vs a measured f32 matmu
   python experiments/bench/bench_pretrain.py [--steps 10] [--rounds 3] [--configs mini,small]
 
 Configs mini (L4/H256) and small (L4/H512), seq 128, batch 32, vocab 30522, 20 masked positions,
-float32, MLM + NSP, one optimizer step per train step (forward, backward, clip, AdamW update).
+float32 (`--dtype bfloat16`: our compute in bfloat16, PyTorch's forward under bf16 autocast; both
+keep float32 weights and optimizer state; a matmul probe prints f32 and bf16 GFLOP/s of each),
+MLM + NSP, one optimizer step per train step (forward, backward, clip, AdamW update).
 Each round times `--steps` steps of ours then of PyTorch; the table shows the median round.
 Tokens/s is wall-clock; tokens per CPU-second (user + sys of this process) is the fairer number on
 a shared machine. Note the heads differ by design: ours projects to the vocabulary only at the 20
@@ -78,9 +80,14 @@ class Ours:
 
 
 class Torch:
-    def __init__(self, hidden: int, layers: int, seq: int) -> None:
+    """`bf16`: the forward under torch.autocast("cpu", bfloat16), PyTorch's usual mixed precision
+    (weights, gradients and AdamW stay float32, as ours with dtype=bfloat16)."""
+
+    def __init__(self, hidden: int, layers: int, seq: int, bf16: bool = False) -> None:
         import torch
         from transformers import BertConfig, BertForPreTraining
+
+        self.bf16 = bf16
 
         torch.manual_seed(0)
         cfg = BertConfig(
@@ -109,7 +116,8 @@ class Torch:
         import torch
 
         for _ in range(n):
-            loss = self.model(**self.inputs).loss
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
+                loss = self.model(**self.inputs).loss
             self.opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
@@ -137,6 +145,46 @@ def _matmul_peak(n: int = 1024, reps: int = 8, rounds: int = 5) -> tuple[float, 
         cpu.append(c)
     flops = reps * 2.0 * n**3
     return flops / min(wall), flops / max(min(cpu), 1e-9)
+
+
+def matmul_probe(n: int = 1024, reps: int = 8) -> dict[str, float]:
+    """GFLOP/s of an n x n matmul chain in float32 and bfloat16, for XLA and for PyTorch: whether
+    either backend has bfloat16 matrix hardware to use (AMX, AVX512-BF16) shows as a bf16 rate
+    well above the f32 one."""
+    import jax
+    import jax.numpy as jnp
+    import torch
+
+    out = {}
+    for dtype in ("float32", "bfloat16"):
+        a = jnp.ones((n, n), dtype) / n
+
+        @jax.jit
+        def chain(x, a=a):
+            for _ in range(reps):
+                x = x @ a
+            return x
+
+        chain(a).block_until_ready()
+
+        def jax_chain(k: int, a=a, chain=chain) -> None:
+            for _ in range(k):
+                chain(a).block_until_ready()
+
+        w, _ = _time(jax_chain, 3)
+        out[f"jax {dtype}"] = reps * 2.0 * n**3 / w / 1e9
+        t = torch.ones((n, n), dtype=getattr(torch, dtype)) / n
+
+        def torch_chain(k: int, t=t) -> None:
+            for _ in range(k):
+                x = t
+                for _ in range(reps):
+                    x = x @ t
+
+        torch_chain(1)
+        w, _ = _time(torch_chain, 3)
+        out[f"torch {dtype}"] = reps * 2.0 * n**3 / w / 1e9
+    return out
 
 
 def _time(fn, steps: int) -> tuple[float, float]:
@@ -177,6 +225,10 @@ def main() -> None:
     print(f"peak: {peak_source} = {peak / 1e9:.1f} GFLOP/s; batch {BATCH}, {PRED} masked "
           f"positions, vocab {VOCAB}, {args.dtype}, {args.steps} steps x {args.rounds} "
           "rounds")  # fmt: skip
+    if on_cpu:
+        probe = matmul_probe()
+        print("matmul probe (1024^2 chain), GFLOP/s: "
+              + ", ".join(f"{k} {v:.0f}" for k, v in probe.items()))  # fmt: skip
     print()
     head = (f"{'config':<16}{'seq':>5}{'ours tok/s':>12}{'torch tok/s':>13}{'ratio':>7}"
             f"{'ours tok/cpu-s':>16}{'torch tok/cpu-s':>17}{'ratio':>7}{'MFU':>7}"
@@ -187,7 +239,8 @@ def main() -> None:
         cfg = preset(name)
         for seq in map(int, args.seq.split(",")):
             ours = Ours(name, seq, args.dtype)
-            theirs = Torch(cfg.hidden_size, cfg.num_hidden_layers, seq) if on_cpu else None
+            bf16 = args.dtype == "bfloat16"
+            theirs = Torch(cfg.hidden_size, cfg.num_hidden_layers, seq, bf16) if on_cpu else None
             o_wall, o_cpu, t_wall, t_cpu = [], [], [], []
             for _ in range(args.rounds):
                 w, c = _time(ours.step, args.steps)
