@@ -278,9 +278,20 @@ def write_corpus(
 ) -> dict[str, int | float | str]:
     """Writes the corpus (whole documents, at most `max_bytes` UTF-8 bytes) atomically; returns
     its stats: documents, sentences, bytes, megabytes, path."""
+    return write_documents(
+        path, iter_documents(max_documents=max_documents, packages=packages), max_bytes
+    )
+
+
+def write_documents(
+    path: str | os.PathLike, docs: Iterator[list[str]], max_bytes: int | None = None
+) -> dict[str, int | float | str]:
+    """`docs` in the corpus format (one sentence a line, a blank line between documents), whole
+    documents up to `max_bytes` UTF-8 bytes, written atomically; returns the stats: documents,
+    sentences, bytes, megabytes, path."""
     documents = sentences = size = 0
     with open_atomic(path) as f:
-        for doc in iter_documents(max_documents=max_documents, packages=packages):
+        for doc in docs:
             text = ("\n" if documents else "") + "\n".join(doc) + "\n"
             nbytes = len(text.encode("utf-8"))
             if max_bytes is not None and size + nbytes > max_bytes:

@@ -28,7 +28,7 @@ import os
 import pathlib
 from collections.abc import Iterator
 
-from bert_jax.atomic_write import open_atomic
+from bert_jax.corpus import embedded
 from bert_jax.errors import BertJaxError
 
 PATH = pathlib.Path(__file__).parent / "data" / "english.txt.xz"
@@ -95,21 +95,4 @@ def write_corpus(
         raise BertJaxError(
             f"the corpus snapshot holds {SOURCE['max_bytes']} bytes at most, not {max_bytes}"
         )
-    documents = sentences = size = 0
-    with open_atomic(path) as f:
-        for doc in iter_documents(max_documents=max_documents):
-            chunk = ("\n" if documents else "") + "\n".join(doc) + "\n"
-            nbytes = len(chunk.encode("utf-8"))
-            if max_bytes is not None and size + nbytes > max_bytes:
-                break
-            f.write(chunk)
-            documents += 1
-            sentences += len(doc)
-            size += nbytes
-    return {
-        "path": str(path),
-        "documents": documents,
-        "sentences": sentences,
-        "bytes": size,
-        "megabytes": round(size / 2**20, 3),
-    }
+    return embedded.write_documents(path, iter_documents(max_documents=max_documents), max_bytes)
