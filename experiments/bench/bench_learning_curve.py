@@ -84,7 +84,7 @@ def prepare(workdir: pathlib.Path, steps: int) -> pathlib.Path:
                                load_vocab(str(vocab))["[MASK]"])  # fmt: skip
 
     def stack(rows, key, dtype):
-        return np.stack([np.asarray(r[key]).reshape(np.shape(r[key])) for r in rows]).astype(dtype)
+        return np.stack([np.asarray(r[key]) for r in rows]).astype(dtype)
 
     arrays = {}
     for prefix, rows in (("train", batches), ("eval", held_out)):
@@ -169,7 +169,7 @@ def run_ours(size, seed, train, held_out, vocab_size, evals, export_to):
             for b in held_out:
                 logits = np.asarray(predict(state.params, {k: b[k] for k in keys}))
                 tally += _correct_and_count(logits, b)
-            curve[step] = tally[0] / tally[1]
+            curve[str(step)] = float(tally[0] / tally[1])  # str: the JSON file's keys
     return curve, time.perf_counter() - t0
 
 
@@ -220,7 +220,7 @@ def run_peer(hf_dir, seed, train, held_out, evals, device):
                                           device=device)  # fmt: skip
                     at = torch.gather(logits, 1, pos[..., None].expand(-1, -1, logits.shape[-1]))
                     tally += _correct_and_count(at.float().cpu().numpy(), e)
-            curve[step] = tally[0] / tally[1]
+            curve[str(step)] = float(tally[0] / tally[1])
             model.train()
     return curve, time.perf_counter() - t0
 
@@ -320,7 +320,6 @@ def main() -> None:
                 results[size]["peer"].append({"seed": seed, "curve": peer, "seconds": psecs})
             print(f"{size} seed {seed}: ours {curve} ({secs:.0f} s); peer {peer} ({psecs:.0f} s)",
                   flush=True)  # fmt: skip
-            results = json.loads(json.dumps(results))  # step keys as strings, as in the file
             if args.out:
                 pathlib.Path(args.out).write_text(json.dumps({"meta": meta, "results": results}))
     print()
