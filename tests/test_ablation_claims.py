@@ -44,7 +44,7 @@ def test_nsp_sop_claims_read_against_the_fresh_head():
                               "NSP": {"nsp": [90.5], "sop": [52.0]},
                               "SOP": {"nsp": [78.9], "sop": [86.5]}})  # fmt: skip
     assert all(_by_claim(albert).values()) and len(_by_claim(albert)) == 4
-    # Session 8's CPU-scale run: the SOP model did not solve NSP.
+    # Commit fe60c7c's CPU-scale run: the SOP model did not solve NSP.
     ours = _doc("nsp_sop", {"none": {"nsp": [55.0], "sop": [48.09]},
                             "NSP": {"nsp": [65.94], "sop": [51.43]},
                             "SOP": {"nsp": [51.88], "sop": [55.10]}})  # fmt: skip
