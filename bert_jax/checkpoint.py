@@ -203,14 +203,16 @@ class Checkpointer:
         copied off the devices; `wait()` blocks until the files are complete."""
         if step in self._mgr.all_steps():
             return False
+        # The previous save first (Orbax's save waits for it anyway): its failure is named as
+        # its own, and a failure below is this step's, not the one before it.
+        self.wait()
         items = {STATE: ocp.args.PyTreeSave(state)}
         # Checked at restore: a flipped byte in a data file otherwise restores without error.
         items[INPUT] = InputSave(input_state, state_fingerprint(state))
-        with self._save_errors():
-            saved = self._mgr.save(step, args=ocp.args.Composite(**items), force=True)
         self._saving = step
         self._logged.errors.clear()
-        return saved
+        with self._save_errors():
+            return self._mgr.save(step, args=ocp.args.Composite(**items), force=True)
 
     @contextlib.contextmanager
     def _save_errors(self):
@@ -226,7 +228,7 @@ class Checkpointer:
             first = known[0] if known else first
             step = getattr(self, "_saving", None)
             self._reported = step
-            intact = [s for s in self._mgr.all_steps() if s != step]
+            intact = self._intact_steps(other_than=step)
             raise BertJaxError(
                 f"{self.directory}: saving checkpoint step {step} failed ({type(e).__name__}: "
                 f"{first}); intact checkpoints: {intact or 'none'}"
@@ -254,6 +256,15 @@ class Checkpointer:
                 # The error was taken and only logged in Orbax's threads (see _LoggedSaveErrors).
                 raise self._logged_error("the save did not complete")
             self._confirmed = step  # one look per save, not per step (gs:// listings)
+
+    def _intact_steps(self, other_than: int | None) -> list[int]:
+        """The finished steps on disk, the failed one aside: what a rerun can restore. Read
+        from the directory, not Orbax's list, which may still hold a step it gave up on."""
+        try:
+            steps = [int(p.name) for p in self.directory.iterdir() if p.name.isdigit()]
+        except OSError:
+            steps = list(self._mgr.all_steps())
+        return sorted(s for s in steps if s != other_than and self._finalized(s))
 
     def _logged_error(self, fallback: str) -> BaseException:
         return (self._logged.errors or [RuntimeError(fallback)])[-1]
