@@ -30,16 +30,18 @@ _STATEMENT = re.compile(r"^\s*(for|if|elif|else|while|with|return|def|try)\b")
 
 def _block_doc(block: list[str], key: str, first: bool) -> str:
     """A key's meaning from the comment block above its group: the clause that names the key,
-    else the block's first clause when the key opens the group or the clause heads a group (a
-    heading such as "Bookkeeping (bert_jax.train.loop)."), else nothing: a block written for
-    one key (e.g. layerwise_lr_decay's) says nothing about the keys after it."""
+    else the block's first clause when the key opens the group and that clause is not a heading,
+    else nothing. A heading ("Bookkeeping (bert_jax.train.loop).") names a section, not what a
+    key does, and a block written for one key (e.g. layerwise_lr_decay's) says nothing about the
+    keys after it: such keys need their own comment (tests/test_faults_misc.py checks that
+    every listed key has one)."""
     clauses = " ".join(block).split("; ")
     name = key.rsplit(".", 1)[-1]
     named = [c for c in clauses if re.search(rf"(?<![\w.]){re.escape(name)}(?![\w])", c)]
     if named:
         return named[0]
     heading = ": " not in clauses[0]  # "Heading: detail" is the detail of the key it opens
-    return clauses[0] if first or heading else ""
+    return clauses[0] if first and not heading else ""
 
 
 def field_docs(source: str) -> dict[str, str]:
@@ -112,13 +114,19 @@ def _fmt_value(v: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+def _meaning(config: Any, docs: dict[str, str], key: str) -> str:
+    """A key's meaning: its task family's own ("squad/strict"), else the key's, else (mesh.data)
+    its parent's."""
+    family = f"{config.get('family', '')}/{key}"
+    return docs.get(family) or docs.get(key) or docs.get(key.split(".")[0], "")
+
+
 def _fields(config: Any, docs: dict[str, str], only: set[str] | None = None) -> list[str]:
     lines = []
     for key, value in _flatten(config).items():
         if only is not None and key not in only:
             continue
-        family = f"{config.get('family', '')}/{key}"
-        doc = docs.get(family) or docs.get(key) or docs.get(key.split(".")[0], "")
+        doc = _meaning(config, docs, key)
         head = f"  --config.{key}={_fmt_value(value)}"
         body = textwrap.wrap(doc, 96 - 8) if doc else []
         if body and len(head) < 46:
@@ -130,13 +138,8 @@ def _fields(config: Any, docs: dict[str, str], only: set[str] | None = None) -> 
     return lines
 
 
-def config_help(subcommand: str, args: list[str]) -> list[str]:
-    given = next((a.split("=", 1)[1] for a in args if a.startswith("--config=")), None)
-    if given is None and "--config" in args and args.index("--config") + 1 < len(args):
-        given = args[args.index("--config") + 1]
-    name = given or DEFAULT_CONFIGS.get(subcommand)
-    if name is None:
-        return ["", "config fields: give --config=FILE --help to list that config's fields"]
+def _config_and_docs(name: str) -> tuple[Any, dict[str, str]]:
+    """A config by name and the meanings of its keys (the schema's comments, then its file's)."""
     from bert_jax.train import config as schema
 
     base_docs = field_docs(inspect.getsource(schema))
@@ -144,7 +147,23 @@ def config_help(subcommand: str, args: list[str]) -> list[str]:
     if "train_batch_size" in config:  # a fine-tuning config: its schema's meanings come first
         for part in (schema.training_config, schema.finetune_config):
             base_docs.update(field_docs(inspect.getsource(part)))
-    docs = {**base_docs, **field_docs(source)}
+    return config, {**base_docs, **field_docs(source)}
+
+
+def config_meanings(name: str) -> dict[str, str]:
+    """--config.<key> -> the meaning `--help` shows for it, for the config `name`."""
+    config, docs = _config_and_docs(name)
+    return {key: _meaning(config, docs, key) for key in _flatten(config)}
+
+
+def config_help(subcommand: str, args: list[str]) -> list[str]:
+    given = next((a.split("=", 1)[1] for a in args if a.startswith("--config=")), None)
+    if given is None and "--config" in args and args.index("--config") + 1 < len(args):
+        given = args[args.index("--config") + 1]
+    name = given or DEFAULT_CONFIGS.get(subcommand)
+    if name is None:
+        return ["", "config fields: give --config=FILE --help to list that config's fields"]
+    config, docs = _config_and_docs(name)
     lines = [
         "",
         f"config fields of {name} (--config.<key>=value overrides one; configs by name: "

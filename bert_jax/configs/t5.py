@@ -49,7 +49,9 @@ def get_config(preset: str = "small") -> ml_collections.ConfigDict:
     c = training_config()
     c.objective = "span_corruption"  # or prefix_lm (bert_jax.objectives.SEQ2SEQ)
     c.model = "t5-v1_1-small"  # a seq2seq preset (bert_jax.model.seq2seq.seq2seq_preset)
-    # Size overrides of the preset, None = the preset's (num_decoder_layers None = num_layers).
+    # Size overrides of the preset (None = the preset's); d_model: hidden width; d_kv: width of
+    # each attention head; d_ff: feed-forward width; num_layers: encoder layers;
+    # num_decoder_layers: decoder layers (None = num_layers); num_heads: attention heads.
     for key in ("d_model", "d_kv", "d_ff", "num_layers", "num_decoder_layers", "num_heads"):
         c[key] = ml_collections.FieldReference(None, field_type=int)
     c.dropout_rate = 0.0  # T5 v1.1 pretrains without dropout

@@ -24,14 +24,14 @@ def training_config() -> ml_collections.ConfigDict:
     # Optimisation (bert_jax.train.optimizer).
     c.optimizer = "adamw"  # adamw | adam_reference (no bias correction, as the TF code) | lamb
     c.schedule = "linear"  # reference | linear | constant
-    c.learning_rate = 1e-4
+    c.learning_rate = 1e-4  # peak learning rate (after warmup)
     c.train_steps = 0  # set by the recipe (pretraining) or from the epochs (fine-tuning)
-    c.warmup_steps = 0
-    c.weight_decay = 0.01
-    c.adam_b1 = 0.9
-    c.adam_b2 = 0.999
-    c.adam_eps = 1e-6
-    c.max_grad_norm = 1.0
+    c.warmup_steps = 0  # steps of linear warmup from 0 to learning_rate
+    c.weight_decay = 0.01  # decoupled weight decay (not on biases or norm scales)
+    c.adam_b1 = 0.9  # Adam beta1: decay of the running mean of gradients
+    c.adam_b2 = 0.999  # Adam beta2: decay of the running mean of squared gradients
+    c.adam_eps = 1e-6  # Adam epsilon: floor of the update's denominator
+    c.max_grad_norm = 1.0  # clip the global gradient norm to this (0 = no clipping)
     # < 1: layer i's rate x decay^(L - i), embeddings x decay^(L + 1) (ELECTRA fine-tuning: 0.8)
     c.layerwise_lr_decay = 1.0
     c.grad_accum_steps = 1  # microbatches per step (gradients accumulated over them)
@@ -45,16 +45,16 @@ def training_config() -> ml_collections.ConfigDict:
     c.max_seq_length = 128  # tokens per sequence
 
     # Bookkeeping (bert_jax.train.loop).
-    c.log_every_steps = 100
-    c.eval_every_steps = 0  # 0 = no evaluation during training
-    c.checkpoint_every_steps = 1000
-    c.keep_checkpoints = 3
+    c.log_every_steps = 100  # steps between training-log lines and metrics.jsonl records
+    c.eval_every_steps = 0  # steps between held-out evaluations (0 = none during training)
+    c.checkpoint_every_steps = 1000  # steps between checkpoints (and one at the end)
+    c.keep_checkpoints = 3  # newest checkpoints kept; older ones are deleted
     c.keep_checkpoint_every_steps = 0  # also keep every multiple of this step for good (0: none)
-    c.async_checkpoints = True
+    c.async_checkpoints = True  # save checkpoints in the background while training goes on
 
     # Devices: data x fsdp x tensor = all devices (-1 = the rest).
     c.mesh = ml_collections.ConfigDict({"data": -1, "fsdp": 1, "tensor": 1})
-    # model axis name -> mesh axes (bert_jax.train.mesh.DEFAULT_RULES)
+    # logical_axis_rules: model axis name -> mesh axes (bert_jax.train.mesh.DEFAULT_RULES)
     c.logical_axis_rules = [[name, axes] for name, axes in DEFAULT_RULES]
     c.distributed = False  # True on multi-host TPU slices: jax.distributed.initialize()
     return c
@@ -79,8 +79,8 @@ def pretrain_config(preset: str = "base") -> ml_collections.ConfigDict:
     c.generator_size = 0.25  # ELECTRA: the generator's width as a fraction of the discriminator's
     # Distillation (bert_jax.train.distillation): a teacher path (HF dir, TF checkpoint, workdir)
     # replaces `model`/`family` by the teacher's with student_layers (0 = half) of its layers.
-    c.teacher = ""
-    c.student_layers = 0
+    c.teacher = ""  # distil from this teacher (HF dir, TF checkpoint, workdir); "" = no teacher
+    c.student_layers = 0  # the student's layers, taken from the teacher's (0 = half of them)
 
     # Data (TFRecord shards in the reference schema; comma-separated globs, local or gs://).
     c.train_files = ""  # training shards
@@ -124,17 +124,17 @@ def finetune_config(family: str) -> ml_collections.ConfigDict:
     c.train_batch_size = 32  # sequences per training step over all devices
     c.eval_batch_size = 64  # sequences per evaluation batch
     c.learning_rate = 5e-5
-    c.num_train_epochs = 3.0
-    c.warmup_proportion = 0.1
+    c.num_train_epochs = 3.0  # passes over the training set (sets train_steps)
+    c.warmup_proportion = 0.1  # share of train_steps spent warming up the learning rate
     c.log_every_steps = 50
     c.keep_checkpoints = 1
     c.num_devices = 0  # 0 = all devices; small CPU runs may be faster on 1
     # The paper's sweep (A.3 / section 4.1) and seed restarts; best = best mean dev headline.
-    c.sweep = False
-    c.sweep_learning_rates = (5e-5, 4e-5, 3e-5, 2e-5)
-    c.sweep_epochs = (2.0, 3.0, 4.0)
-    c.sweep_batch_sizes = (16, 32)
-    c.num_seeds = 1
+    c.sweep = False  # True: one run per (lr, epochs, batch) of the sweep_* grids
+    c.sweep_learning_rates = (5e-5, 4e-5, 3e-5, 2e-5)  # the sweep's learning rates
+    c.sweep_epochs = (2.0, 3.0, 4.0)  # the sweep's numbers of epochs
+    c.sweep_batch_sizes = (16, 32)  # the sweep's train batch sizes
+    c.num_seeds = 1  # runs per setting, seeds seed, seed+1, ...; reports mean/std/median
     c.bilstm_size = 0  # > 0: a BiLSTM between encoder and output layer (Table 5's "+ BiLSTM")
     # An encoder-decoder init_checkpoint (T5) fine-tunes text-to-text (bert_jax.tasks.
     # text_to_text): targets and greedy decoding are cut at this many tokens.
@@ -147,22 +147,41 @@ def finetune_config(family: str) -> ml_collections.ConfigDict:
 
 # The data and evaluation keys of each task family (bert_jax.tasks.jobs reads them).
 _FAMILY_KEYS: dict[str, dict] = {
-    # GLUE download layout in data_dir (or tfds glue/<task>); do_predict writes the submission.
-    "glue": {"task": "mrpc", "use_tfds": False, "tfds_dir": "", "do_predict": False},
-    # run_squad.py's geometry and decoding; strict: a skipped training answer is an error;
-    # skip_misaligned_answers: also skip answers not exactly at answer_start (the reference keeps).
+    # GLUE: the download layout in data_dir, or tfds glue/<task>.
+    "glue": {
+        "task": "mrpc",  # the GLUE task: cola sst2 mrpc stsb qqp mnli qnli rte wnli
+        "use_tfds": False,  # read tfds glue/<task> instead of the TSV files in data_dir
+        "tfds_dir": "",  # tfds data_dir of the prepared dataset ("" = tfds's default)
+        "do_predict": False,  # also write the GLUE submission TSV of the test split
+    },
+    # SQuAD: run_squad.py's geometry and decoding.
     "squad": {
-        "version": "v1.1", "train_file": "train-v1.1.json", "predict_file": "dev-v1.1.json",
-        "max_seq_length": 384, "doc_stride": 128, "max_query_length": 64, "n_best_size": 20,
-        "max_answer_length": 30, "null_score_diff_threshold": 0.0, "strict": False,
-        "skip_misaligned_answers": False, "eval_batch_size": 32,
+        "version": "v1.1",  # v1.1 | v2.0 (v2.0 has unanswerable questions)
+        "train_file": "train-v1.1.json",  # the training JSON in data_dir
+        "predict_file": "dev-v1.1.json",  # the dev JSON in data_dir, scored with EM/F1
+        "max_seq_length": 384,  # tokens per window (question + context piece)
+        "doc_stride": 128,  # tokens between the starts of a long context's windows
+        "max_query_length": 64,  # question tokens kept (longer questions are cut)
+        "n_best_size": 20,  # start and end candidates per window in the answer search
+        "max_answer_length": 30,  # longest answer considered, in tokens
+        "null_score_diff_threshold": 0.0,  # v2.0: answer "" when null - best > this
+        "strict": False,  # True: a training answer that cannot be placed is an error
+        "skip_misaligned_answers": False,  # also skip answers not exactly at answer_start
+        "eval_batch_size": 32,  # windows per evaluation batch
     },
-    # CoNLL columns; strict: seqeval's IOB2 strict mode; feature_based: frozen last-4-layer
-    # features + a trained BiLSTM of lstm_size units (Table 7).
+    # CoNLL-2003: `word POS chunk NER` columns in data_dir, or tfds conll2003.
     "ner": {
-        "train_file": "train.txt", "dev_file": "valid.txt", "use_tfds": False, "tfds_dir": "",
-        "strict": False, "feature_based": False, "lstm_size": 768,
+        "train_file": "train.txt",  # the training file in data_dir
+        "dev_file": "valid.txt",  # the dev file in data_dir, scored with entity F1
+        "use_tfds": False,  # read tfds conll2003 instead of the files in data_dir
+        "tfds_dir": "",  # tfds data_dir of the prepared dataset ("" = tfds's default)
+        "strict": False,  # seqeval's IOB2 strict mode (default: conlleval-compatible)
+        "feature_based": False,  # frozen last-4-layer features + a trained BiLSTM (Table 7)
+        "lstm_size": 768,  # feature_based: units of the BiLSTM
     },
-    # SWAG's CSV files in data_dir (train.csv, val.csv as distributed).
-    "swag": {"train_file": "train.csv", "dev_file": "val.csv"},
-}  # fmt: skip
+    # SWAG: the dataset's CSV files in data_dir.
+    "swag": {
+        "train_file": "train.csv",  # the training CSV in data_dir
+        "dev_file": "val.csv",  # the dev CSV in data_dir, scored with accuracy
+    },
+}
