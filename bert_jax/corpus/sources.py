@@ -119,25 +119,27 @@ def check_text(sources: list[Source]) -> None:
                 "iconv -f UTF-16 -t UTF-8"
             )
         if b"\x00" in head:
+            line = head.count(b"\n", 0, head.index(b"\x00")) + 1
             raise BertJaxError(
-                f"{source.name}: NUL bytes in the first {len(head)} bytes: binary or UTF-16/32, "
-                "not UTF-8 text"
+                f"{source.name}: NUL bytes in the first {len(head)} bytes (the first on line "
+                f"{line}): binary or UTF-16/32, not UTF-8 text"
             )
         lines = head.split(b"\n")
         if len(head) == SNIFF_BYTES:
             lines = lines[:-1]  # the cut may split a character
-        lines = [x for x in lines if x.strip()]
-        has_text = has_text or bool(lines) or len(head) == SNIFF_BYTES
-        bad = 0
-        for line in lines:
+        numbered = [(n, x) for n, x in enumerate(lines, 1) if x.strip()]
+        has_text = has_text or bool(numbered) or len(head) == SNIFF_BYTES
+        bad: list[int] = []  # line numbers
+        for n, line in numbered:
             try:
                 line.decode("utf-8")
             except UnicodeDecodeError:
-                bad += 1
-        if bad >= 5 and bad > MAX_INVALID_SHARE * len(lines):
+                bad.append(n)
+        if len(bad) >= 5 and len(bad) > MAX_INVALID_SHARE * len(numbered):
             raise BertJaxError(
-                f"{source.name}: {bad} of the first {len(lines)} lines are not UTF-8 (Latin-1 or "
-                "another legacy encoding?); convert it, e.g. iconv -f LATIN1 -t UTF-8"
+                f"{source.name}: {len(bad)} of the first {len(numbered)} lines are not UTF-8 "
+                f"(the first: line {bad[0]}; binary data, or Latin-1 or another legacy "
+                "encoding?); convert it, e.g. iconv -f LATIN1 -t UTF-8"
             )
     if sources and not has_text:
         names = ", ".join(s.name for s in sources[:3]) + (", ..." if len(sources) > 3 else "")

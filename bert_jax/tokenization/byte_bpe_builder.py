@@ -22,7 +22,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from bert_jax import file_set
 from bert_jax.errors import BertJaxError
 from bert_jax.tokenization.byte_bpe import MERGES, SPECIAL_TOKENS, VOCAB
-from bert_jax.tokenization.vocab_builder import _corpus_lines
+from bert_jax.tokenization.vocab_builder import _corpus_lines, check_input
 
 _OUTPUTS = (VOCAB, MERGES, "vocab_stats.json")
 _STATS_LINES = 200_000  # lines on which bytes per token is measured
@@ -42,6 +42,7 @@ def build_byte_bpe(
             f"--vocab_size={vocab_size}: byte-level BPE needs more than "
             f"{len(SPECIAL_TOKENS) + len(alphabet)} (5 special tokens + 256 bytes)"
         )
+    check_input(input_files)  # not UTF-8 text: refused before the output dir is made
     out = epath.Path(output_dir)  # local or gs://
     try:  # before reading the corpus or training anything
         out.mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,10 @@
    corpus (bare and, for characters that can be inside a word, as `##c`) so WordPiece never
    fails on training text, then the learnt pieces in sentencepiece's order: a word-initial piece
    (leading ▁) bare, any other as `##piece`, until vocab_size entries. If the corpus yields fewer
-   pieces, more [unusedK] entries fill the vocab to exactly vocab_size.
+   pieces, more [unusedK] entries fill the vocab to exactly vocab_size (with a warning). A
+   vocab_size that would be more than a quarter fillers is refused with the size the corpus
+   supports: before training when BPE's bound on the pieces rules it out, else before anything
+   is written.
 4. The [UNK] rate of FullTokenizer(vocab.txt) on the corpus is measured and written, with the
    other numbers, to vocab_stats.json.
 """
@@ -31,6 +34,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 
+from absl import logging
 from etils import epath
 
 from bert_jax import file_set
@@ -48,11 +52,24 @@ _UNK_SAMPLE_LINES = 200_000
 
 def _corpus_lines(input_files: str | list[str]) -> Iterator[str]:
     stats = sources.DecodeStats()
-    for source in sources.resolve_inputs(input_files):
+    for source in sources.resolve_inputs(input_files):  # checked by check_input first
         for _, block in sources.source_blocks(source, 1 << 22):
             for line in sources.decode_lines(block, 0, stats):
                 if line:
                     yield line
+
+
+def check_input(input_files: str | list[str]) -> None:
+    """Refuse, before any work, input that is not UTF-8 text (binary data, UTF-16, Latin-1):
+    decoded with replacement characters it would train a vocab of noise."""
+    sources.check_text(sources.resolve_inputs(input_files))
+
+
+def _bpe_piece_bound(word_chars: int, chars: int, reserved: int, split_chars: int) -> int:
+    """The most vocab.txt entries BPE can yield: the reserved tokens, every character bare and
+    (unless it always stands alone) as ##c, and at most one piece per merge, where a word of n
+    characters (n + 1 with sentencepiece's word-start mark) allows at most n merges."""
+    return reserved + 2 * chars - split_chars + word_chars
 
 
 def _train_spm(
@@ -117,6 +134,7 @@ def build_vocab(
         raise BertJaxError(f"--vocab_size={vocab_size}: must exceed the {reserved} special tokens")
     if model_type not in ("unigram", "bpe"):
         raise BertJaxError(f"--model_type={model_type}: expected unigram or bpe")
+    check_input(input_files)
     out = epath.Path(output_dir)  # local or gs://
     try:  # before reading the corpus or training anything
         out.mkdir(parents=True, exist_ok=True)
@@ -131,6 +149,10 @@ def build_vocab(
     chars: collections.Counter[str] = collections.Counter()
     lines = 0
     sample: list[str] = []  # raw lines on which the [UNK] rate is measured
+    # Distinct words and their characters: what bounds the pieces BPE can learn. Tracked only
+    # until the bound passes vocab_size (then nothing is refused and the set may be dropped).
+    words_seen: set[str] | None = set()
+    word_chars = 0
     train = functools.partial(
         _train_spm,
         vocab_size=vocab_size,
@@ -157,6 +179,12 @@ def build_vocab(
                 if not words:
                     continue
                 joined = " ".join(words)
+                if words_seen is not None:
+                    new = set(words) - words_seen
+                    words_seen |= new
+                    word_chars += sum(map(len, new))
+                    if word_chars > vocab_size:
+                        words_seen = None
                 f.write(joined + "\n")
                 g.write(preprocess_text(line, do_lower_case) + "\n")
                 chars.update(joined)
@@ -166,6 +194,16 @@ def build_vocab(
         chars.pop(" ", None)
         if not lines:
             raise BertJaxError(f"--input_file={input_files}: no text in the input")
+        split_chars = {c for c in chars if len(basic.tokenize(f"a{c}a")) > 1}
+        if model_type == "bpe" and words_seen is not None:
+            bound = _bpe_piece_bound(word_chars, len(chars), reserved, len(split_chars))
+            if bound < vocab_size:
+                raise BertJaxError(
+                    f"--vocab_size={vocab_size}: the corpus supports at most {bound} entries "
+                    f"({len(words_seen)} distinct words of {len(chars)} distinct characters); "
+                    f"the rest would be [unused] fillers. Use --vocab_size={bound} or less, or "
+                    "more text"
+                )
 
         # 2. sentencepiece: pieces for WordPiece from the basic tokens (in exactly the alphabet
         # WordPiece sees); the ALBERT-style model from the preprocessed raw text.
@@ -183,7 +221,6 @@ def build_vocab(
 
     # 3. WordPiece vocab.
     tokens = [*SPECIAL_TOKENS, *(f"[unused{i}]" for i in range(num_unused))]
-    split_chars = {c for c in chars if len(basic.tokenize(f"a{c}a")) > 1}
     by_count = [c for c, _ in chars.most_common()]
     char_tokens = by_count + [f"##{c}" for c in by_count if c not in split_chars]
     room = vocab_size - len(tokens)
@@ -199,6 +236,17 @@ def build_vocab(
         tokens.append(word)
         seen.add(word)
     padding = vocab_size - len(tokens)
+    if padding > vocab_size // 4:  # a vocab of fillers: refused before anything is written
+        raise BertJaxError(
+            f"--vocab_size={vocab_size}: the corpus yields {len(tokens)} entries, so {padding} of "
+            f"the {vocab_size} would be [unused] fillers. Use --vocab_size={len(tokens)} or less, "
+            "or more text"
+        )
+    if padding:
+        logging.warning(
+            "--vocab_size=%d: the corpus yields %d entries; %d [unused] fillers complete the vocab",
+            vocab_size, len(tokens), padding,
+        )  # fmt: skip
     tokens += [f"[unused{num_unused + i}]" for i in range(padding)]
     outputs["vocab.txt"] = "".join(t + "\n" for t in tokens).encode("utf-8")
 

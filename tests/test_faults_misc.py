@@ -1,0 +1,102 @@
+"""Fault matrix, issue 32's remaining surfaces: build-vocab on text it cannot make a vocabulary
+of, `compile` without libtpu, `--help` meanings, and the plots every training run leaves in its
+workdir."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import defaultdict
+
+import pytest
+
+from bert_jax import cli_help, config_files
+from bert_jax.errors import BertJaxError
+
+_FINETUNE_CONFIGS = ("glue.py", "squad.py", "ner.py", "swag.py")
+
+
+@pytest.mark.parametrize("name", config_files.known_configs())
+def test_every_config_field_in_help_has_its_own_meaning(name):
+    """Each `--config.<key>` line says what that key does: not blank, and not the heading of the
+    comment block above a group of keys (learning_rate used to read "Optimisation
+    (bert_jax.train.optimizer).", like every key of its group)."""
+    meanings = cli_help.config_meanings(name)
+    assert len(meanings) > 20, name
+    blank = [k for k, v in meanings.items() if not v]
+    assert not blank, (name, blank)
+    groups = defaultdict(set)  # meaning -> the top-level keys showing it
+    for key, meaning in meanings.items():
+        groups[meaning].add(key.split(".")[0])
+    shared = {m: keys for m, keys in groups.items() if len(keys) > 1}
+    assert not shared, (name, shared)
+    assert "learning rate" in meanings["learning_rate"]
+    subcommand = "finetune" if name in _FINETUNE_CONFIGS else "pretrain"
+    text = "\n".join(cli_help.config_help(subcommand, [f"--config={name}"]))
+    assert re.search(r"--config\.learning_rate=\S+ +peak learning rate", text)
+
+
+# ---- build-vocab ----------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def small_vocab(tmp_path_factory):
+    """A 100 KB corpus (the shipped snapshot text) and a finished vocab set built from it."""
+    from bert_jax.corpus import snapshot
+    from bert_jax.tokenization import build_vocab
+
+    root = tmp_path_factory.mktemp("small_vocab")
+    snapshot.write_corpus(root / "corpus.txt", max_bytes=100_000)
+    build_vocab(str(root / "corpus.txt"), 1000, root / "vocab", num_threads=1)
+    return root
+
+
+def _vocab_set(out) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(out.iterdir())}
+
+
+def test_build_vocab_refuses_binary_input_naming_file_and_line(small_vocab, tmp_path):
+    """Random bytes (no NUL among them) used to be decoded with replacement characters and made
+    into a vocab of noise, exit 0; now refused before anything is read or written."""
+    from bert_jax.tokenization import build_vocab
+    from bert_jax.tokenization.byte_bpe_builder import build_byte_bpe
+
+    blob = tmp_path / "model.bin"
+    blob.write_bytes(bytes(range(1, 256)) * 200)
+    before = _vocab_set(small_vocab / "vocab")
+    for build in (build_vocab, build_byte_bpe):
+        with pytest.raises(BertJaxError, match=rf"{blob}: \d+ of the first \d+ lines are not "
+                                                r"UTF-8 \(the first: line 2; binary"):  # fmt: skip
+            build(str(blob), 1000, small_vocab / "vocab")
+    assert _vocab_set(small_vocab / "vocab") == before
+    nul = tmp_path / "nul.bin"
+    nul.write_bytes(b"some text\nmore\n\x00\x01")
+    with pytest.raises(BertJaxError, match=r"NUL bytes .* \(the first on line 3\)"):
+        build_vocab(str(nul), 1000, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_build_vocab_refuses_a_size_the_corpus_cannot_fill(small_vocab, tmp_path):
+    """10,000,000 entries on a 100 KB file: refused in seconds, before sentencepiece trains,
+    with the most the corpus supports (was: a 159 MB vocab.txt of [unused] fillers after 203 s,
+    exit 0). A size BPE's bound allows but training leaves more than a quarter
+    fillers is refused after training, before anything is written; the old vocab set stays whole."""
+    from bert_jax.tokenization import build_vocab
+
+    out = small_vocab / "vocab"
+    before = _vocab_set(out)
+    t0 = time.time()
+    with pytest.raises(BertJaxError) as e:
+        build_vocab(str(small_vocab / "corpus.txt"), 10_000_000, out, num_threads=1)
+    bound = int(re.search(r"supports at most (\d+) entries", str(e.value)).group(1))
+    assert str(e.value).startswith("--vocab_size=10000000: the corpus supports at most")
+    assert f"Use --vocab_size={bound} or less" in str(e.value)
+    assert time.time() - t0 < 30 and bound < 100_000
+    assert _vocab_set(out) == before
+    with pytest.raises(BertJaxError) as e:
+        build_vocab(str(small_vocab / "corpus.txt"), bound, out, num_threads=1)
+    yields = int(re.search(r"the corpus yields (\d+) entries, so \d+ of the \d+ would be "
+                           r"\[unused\] fillers", str(e.value)).group(1))  # fmt: skip
+    assert f"Use --vocab_size={yields} or less" in str(e.value)
+    assert _vocab_set(out) == before
+    stats = build_vocab(str(small_vocab / "corpus.txt"), yields, tmp_path, num_threads=1)
+    # the size it names works (sentencepiece asked for fewer pieces may give a few less)
+    assert stats["unused_added_for_small_corpus"] <= yields // 100
