@@ -4,8 +4,13 @@ workdir."""
 
 from __future__ import annotations
 
+import os
+import pathlib
 import re
+import subprocess
+import sys
 import time
+import tomllib
 from collections import defaultdict
 
 import pytest
@@ -13,6 +18,7 @@ import pytest
 from bert_jax import cli_help, config_files
 from bert_jax.errors import BertJaxError
 
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 _FINETUNE_CONFIGS = ("glue.py", "squad.py", "ner.py", "swag.py")
 
 
@@ -100,3 +106,22 @@ def test_build_vocab_refuses_a_size_the_corpus_cannot_fill(small_vocab, tmp_path
     stats = build_vocab(str(small_vocab / "corpus.txt"), yields, tmp_path, num_threads=1)
     # the size it names works (sentencepiece asked for fewer pieces may give a few less)
     assert stats["unused_added_for_small_corpus"] <= yields // 100
+
+
+# ---- compile without libtpu -----------------------------------------------------------------
+def test_compile_without_the_tpu_extra_names_the_install_command(tmp_path):
+    """Without libtpu, jax's "TPU support not installed; cannot generate TPU topology" used to be
+    the whole message; now one line names the extra that installs it (pyproject.toml's `tpu`)."""
+    blocker = tmp_path / "site" / "libtpu"  # an installed libtpu that cannot be imported
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ImportError('No module named libtpu')\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path / "site"))
+    env.pop("JAX_PLATFORMS", None)
+    cmd = [sys.executable, "-m", "bert_jax.cli", "compile", "--config=pretrain.py:tiny",
+           "--topology=v4-8"]  # fmt: skip
+    r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith("bert-jax: error: compiling for a TPU slice needs libtpu")
+    assert "pip install 'bert-jax[tpu]'" in r.stderr and "pip install -e '.[tpu]'" in r.stderr
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert any(d.startswith("jax[tpu]") for d in extras["optional-dependencies"]["tpu"])

@@ -123,6 +123,7 @@ class TpuSlice:
         # Several processes on one machine may compile for TPU at once (tests, the table script);
         # without this libtpu takes an exclusive lock on /tmp/libtpu_lockfile.
         os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
+        require_libtpu()
         try:
             from jax.experimental import topologies
 
@@ -130,10 +131,10 @@ class TpuSlice:
                 platform="tpu", topology_name=self.topology, **self.topology_kwargs()
             )
         except ImportError as e:
-            raise BertJaxError(
-                f"compiling for TPU needs libtpu: pip install 'jax[tpu]' ({e})"
-            ) from e
+            raise BertJaxError(f"{LIBTPU_MISSING} ({e})") from e
         except Exception as e:  # libtpu reports bad layouts as runtime errors
+            if "TPU support not installed" in str(e):  # jax found no libtpu
+                raise BertJaxError(LIBTPU_MISSING) from None
             raise BertJaxError(f"topology {self.topology}: {str(e).splitlines()[0]}") from None
         devices = list(desc.devices)
         if len(devices) != self.num_devices:
@@ -142,6 +143,21 @@ class TpuSlice:
                 f"expected {self.num_devices}"
             )
         return devices
+
+
+# pyproject.toml's `tpu` extra is jax[tpu], which brings libtpu.
+LIBTPU_MISSING = (
+    "compiling for a TPU slice needs libtpu (its compile-only TPU devices), which the tpu extra "
+    "installs: pip install 'bert-jax[tpu]' (from a checkout: pip install -e '.[tpu]')"
+)
+
+
+def require_libtpu() -> None:
+    """Refuse, before any work, when libtpu is not installed (jax's own error names no fix)."""
+    try:
+        import libtpu  # noqa: F401
+    except ImportError:
+        raise BertJaxError(LIBTPU_MISSING) from None
 
 
 def _shape_for_chips(chips: int, dims: int) -> tuple[int, ...]:

@@ -36,8 +36,9 @@ def main(argv: list[str]) -> None:
         raise BertJaxError("--topology is required, e.g. v4-32 or v5e:4x4")
     from bert_jax.aot.fit import format_report
     from bert_jax.aot.pretraining import compile_pretraining, not_fit_message
-    from bert_jax.aot.topology import resolve_slice
+    from bert_jax.aot.topology import require_libtpu, resolve_slice
 
+    require_libtpu()  # without the tpu extra: how to install it, before building anything
     config = _CONFIG.value
     tpu = resolve_slice(_TOPOLOGY.value)
     report, trainer = compile_pretraining(config, tpu)
