@@ -102,8 +102,13 @@ def main(argv: list[str] | None = None) -> None:
             if verbose:
                 raise
             message = "; ".join(x.strip() for x in str(e).splitlines() if x.strip())
-            print(f"bert-jax: error: {message} (bert-jax {name} --help lists the flags)",
-                  file=sys.stderr)  # fmt: skip
+            message += f" (bert-jax {name} --help lists the flags)"
+            if "Error whilst parsing config file" in str(e):  # get_config raised: its last line
+                last = str(e).strip().splitlines()[-1].strip()
+                message = f"--config: {re.sub(r'^(ValueError|BertJaxError|KeyError): ', '', last)}"
+                if "get_config() takes 0 positional" in last:
+                    message = "--config: this config file takes no :<preset> argument"
+            print(f"bert-jax: error: {message}", file=sys.stderr)
             sys.exit(2)
 
     try:
@@ -129,6 +134,8 @@ def _flag_error(e: Exception, args: list[str]) -> str:
             more = f"did you mean {hint.group(1)!r}?" if hint else "see --help for the fields"
             return f"{flag}: the config has no field {key!r} ({more})"
     config = next((a for a in args if a.startswith("--config")), "--config")
+    if isinstance(e, BertJaxError):  # a config file's own check (an unknown preset, say)
+        return f"--config: {e}"
     return f"{config}: {type(e).__name__}: {e}"
 
 

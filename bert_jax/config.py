@@ -208,7 +208,10 @@ def preset(name: str, **overrides: Any) -> BertConfig:
     else:
         m = _COMPACT.match(ALIASES.get(name, name))
         if not m or name not in preset_names():
-            raise BertJaxError(f"unknown model preset {name!r}; known: {', '.join(preset_names())}")
+            raise BertJaxError(
+                f"unknown model preset {name!r}; known: {', '.join(preset_names())}, or any "
+                "L<layers>-H<hidden>-A<heads>"
+            )
         layers, hidden = int(m.group(1)), int(m.group(2))
         cfg = BertConfig(
             hidden_size=hidden,

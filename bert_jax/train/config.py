@@ -62,6 +62,9 @@ def training_config() -> ml_collections.ConfigDict:
 
 def pretrain_config(preset: str = "base") -> ml_collections.ConfigDict:
     """Phase 1 of the paper's recipe (section A.2) for a model preset."""
+    from bert_jax.config import preset as model_preset
+
+    model_preset(preset)  # an unknown name is refused here, when the config file is read
     c = training_config()
     # Model: a preset plus the runtime choices of BertConfig.
     c.model = preset  # size: tiny..large, L{layers}-H{hidden}[-A{heads}]
