@@ -65,7 +65,13 @@ def read_documents(patterns: str) -> list[list[str]]:
         if not files:
             raise BertJaxError(f"--corpus {pattern}: no files match")
         for path in files:
-            for block in path.read_text(encoding="utf-8").split("\n\n"):
+            try:
+                text = path.read_text(encoding="utf-8")
+            except UnicodeDecodeError as e:
+                raise BertJaxError(f"--corpus {path}: not UTF-8 (byte {e.start})") from None
+            except IsADirectoryError:
+                raise BertJaxError(f"--corpus {path}: a directory, expected text files") from None
+            for block in text.split("\n\n"):
                 lines = [line.strip() for line in block.splitlines() if line.strip()]
                 if len(lines) >= 2:
                     docs.append(lines)
@@ -85,6 +91,34 @@ def _write_docs(docs: list[list[str]], path: epath.Path, max_bytes: int) -> None
     write_text_atomic(path, "\n".join(text))
 
 
+def check_task_dir(kind: str, directory: str) -> None:
+    """`--task KIND:DIR` read as its fine-tuning runs will read it (the train and dev files of
+    FAMILY[kind]'s layout), so a typo or a wrong layout is refused before any pretraining and
+    before settings.json records the task."""
+    from bert_jax.tasks import glue, ner, squad
+
+    where = f"--task={kind}:{directory}"
+    if not epath.Path(directory).is_dir():
+        raise BertJaxError(f"{where}: no such directory")
+    config = finetune_config(FAMILY[kind])
+    try:
+        if kind == "conll":
+            for name in (config.train_file, config.dev_file):
+                if not ner.read_conll(str(epath.Path(directory) / name)):
+                    raise BertJaxError(f"{epath.Path(directory) / name}: no sentences")
+        elif kind == "squad":
+            squad.read_examples(str(epath.Path(directory) / config.train_file), True, False)
+            squad.read_examples(str(epath.Path(directory) / config.predict_file), False, False)
+        else:
+            spec = glue.get_spec(kind)
+            for split in ("train", *spec.dev_splits):
+                glue.read_split(spec, directory, split)
+    except BertJaxError as e:
+        raise BertJaxError(f"{where}: {e}") from None
+    except UnicodeDecodeError as e:
+        raise BertJaxError(f"{where}: a file is not UTF-8 ({e.reason} at byte {e.start})") from None
+
+
 @dataclasses.dataclass
 class Harness:
     workdir: str
@@ -98,6 +132,12 @@ class Harness:
         self.root.mkdir(parents=True, exist_ok=True)
         self._docs: list[list[str]] | None = None
         self._building_depth = 0
+        # Inputs are checked before settings.json records them (a typo recorded there would
+        # refuse the corrected command) and before any arm starts.
+        for kind, directory in self.tasks.items():
+            check_task_dir(kind, directory)
+        if self.corpus and not (self.root / "data" / "eval.txt").exists():
+            self._documents()  # globs that match nothing, too few documents
         self._check_settings()
 
     @contextlib.contextmanager

@@ -41,6 +41,13 @@ def scale_for(
         if isinstance(value, (int, float)) and value < 0:
             raise BertJaxError(f"--{name}={value}: must be positive (0 = the scale's)")
     overrides = {k: v for k, v in given.items() if v}
+    if model:  # an unknown preset would surface only when the first arm starts pretraining
+        from bert_jax.config import preset
+
+        try:
+            preset(model)
+        except BertJaxError as e:
+            raise BertJaxError(f"--model={model}: {e}") from None
     return dataclasses.replace(s, **overrides)
 
 
@@ -153,7 +160,10 @@ def ablate(
     checks = {a.name: harness.masked_lm_check(a.pretrain) for a in arms if a.step is None}
     pretraining = {name: check for name, check in checks.items() if check is not None}
     doc = report.write(workdir, table, scale.name, rows, baselines, budget, pretraining)
-    held = sum(c["holds"] for c in doc["claims"])
-    progress(f"wrote {workdir}/{table}.json and {table}.md ({time.time() - start:.0f}s): "
-             f"{held} of the paper's {len(doc['claims'])} claims checked hold here")  # fmt: skip
+    wrote = f"wrote {workdir}/{table}.json and {table}.md ({time.time() - start:.0f}s)"
+    if doc.get("wiring_check"):
+        progress(f"{wrote}: {report.WIRING_CHECK}")
+    else:
+        held = sum(c["holds"] for c in doc["claims"])
+        progress(f"{wrote}: {held} of the paper's {len(doc['claims'])} claims checked hold here")
     return doc

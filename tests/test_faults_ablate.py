@@ -1,0 +1,105 @@
+"""Fault matrix, `bert-jax ablate` (issue 32): every input that can be checked (--task data,
+--corpus, --model) is refused before any pretraining and before the workdir's settings.json
+records it, so the corrected command runs; a `--quick` table says it is a wiring check instead
+of scoring the paper's claims. Nothing here trains: the sweep runs against a stand-in harness
+(tests/test_ablate.py runs a real quick sweep)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bert_jax.ablations import run
+from bert_jax.ablations.harness import Harness
+from bert_jax.ablations.run import scale_for
+from bert_jax.errors import BertJaxError
+
+
+def _sst2(directory) -> str:
+    """A GLUE SST-2 directory in the layout `bert-jax finetune` reads."""
+    directory.mkdir(parents=True)
+    rows = ["sentence\tlabel", *(f"a {'good' if i % 2 else 'bad'} film {i}\t{i % 2}"
+                                 for i in range(8))]  # fmt: skip
+    for split in ("train", "dev"):
+        (directory / f"{split}.tsv").write_text("\n".join(rows) + "\n")
+    return str(directory)
+
+
+def test_task_typo_is_refused_before_pretraining_and_not_recorded(tmp_path):
+    """Was: the typo surfaced when the first arm fine-tuned (after its pretraining), and
+    settings.json had recorded it, so the corrected command was refused."""
+    scale = scale_for("cpu", quick=True)
+    good = _sst2(tmp_path / "sst2")
+    for tasks, message in (
+        ({"sst2": str(tmp_path / "sts2")}, r"--task=sst2:\S+sts2: no such directory"),
+        ({"sst2": str(tmp_path)}, r"--task=sst2:\S+: \S+train\.tsv: no such file"),
+        ({"conll": good}, r"--task=conll:\S+: \S+train\.txt: no such file"),
+        ({"squad": good}, r"--task=squad:\S+: \S+train-v1\.1\.json: no such file"),
+    ):
+        with pytest.raises(BertJaxError, match=message):
+            Harness(str(tmp_path / "wd"), scale, "", tasks, progress=print)
+        assert not (tmp_path / "wd" / "settings.json").exists()
+    Harness(str(tmp_path / "wd"), scale, "", {"sst2": good}, progress=print)  # the fix runs
+    assert json.loads((tmp_path / "wd" / "settings.json").read_text())["tasks"] == {"sst2": good}
+
+
+def test_corpus_and_model_refused_before_any_arm_starts(tmp_path):
+    scale = scale_for("cpu", quick=True)
+    few = tmp_path / "few.txt"
+    few.write_text("One sentence.\nAnother one.\n\nA second document.\nIts end.\n")
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes("Caf\xe9 au lait.\nEncore.\n".encode("latin-1"))
+    for corpus, message in (
+        (str(tmp_path / "nothing" / "*.txt"), r"--corpus \S+\*\.txt: no files match"),
+        (str(few), "2 documents; need at least 20"),
+        (str(latin1), r"--corpus \S+latin1\.txt: not UTF-8 \(byte 3\)"),
+    ):
+        with pytest.raises(BertJaxError, match=message):
+            Harness(str(tmp_path / "wd"), scale, corpus, {}, progress=print)
+        assert not (tmp_path / "wd" / "settings.json").exists()
+    with pytest.raises(BertJaxError, match="--model=L2-H0: unknown model preset"):
+        scale_for("cpu", quick=True, model="L2-H0")
+
+
+class _StandIn:
+    """The harness's interface with fixed scores, as a sweep whose every arm sits at the
+    majority class would give."""
+
+    def __init__(self, *args, **kw) -> None:
+        pass
+
+    def busy(self, arm, task, seed):
+        return None
+
+    def finetune(self, arm, task, seed) -> float:
+        return 50.0
+
+    def intrinsic(self, arm, task) -> float:
+        return 50.0
+
+    def task_dir(self, kind) -> str:
+        return kind
+
+    def masked_lm_check(self, run_) -> None:
+        return None
+
+
+@pytest.mark.parametrize("quick", [True, False])
+def test_quick_table_is_a_wiring_check_not_a_score_of_claims(tmp_path, monkeypatch, quick):
+    """Was: "1 of the paper's 20 claims checked hold here" from a --quick sweep."""
+    monkeypatch.setattr(run, "Harness", _StandIn)
+    monkeypatch.setattr(run, "majority_baseline", lambda directory, kind: 50.0)
+    monkeypatch.setattr(run, "_share_compiled_steps", lambda workdir: None)
+    messages: list[str] = []
+    doc = run.ablate("5", scale_for("cpu", quick=quick), str(tmp_path), progress=messages.append)
+    md = (tmp_path / "5.md").read_text()
+    if quick:
+        assert doc["wiring_check"] and doc["claims"] == []
+        assert "a wiring check (--quick)" in messages[-1] and "claims checked" not in messages[-1]
+        assert "This is a wiring check (--quick)" in md and "claims at this scale" not in md
+    else:  # a real sweep is read against the paper's claims as before
+        assert not doc["wiring_check"] and doc["claims"]
+        assert messages[-1].endswith(f"0 of the paper's {len(doc['claims'])} claims checked "
+                                     "hold here")  # fmt: skip
+        assert "wiring check" not in md
