@@ -31,7 +31,8 @@ def test_stats_json_records_the_geometry(shards):
 
 
 def test_mismatched_run_is_refused_naming_the_flags(shards, uncased_vocab):
-    config = pretrain_cpu.get_config()  # 64 tokens, 10 predictions
+    config = pretrain_cpu.get_config()
+    config.max_seq_length, config.max_predictions_per_seq = 64, 10  # set: checked, not taken
     config.train_files = str(shards / "shard-*")
     with pytest.raises(BertJaxError) as e:
         check_shard_geometry(config)
@@ -45,7 +46,8 @@ def test_mismatched_run_is_refused_naming_the_flags(shards, uncased_vocab):
     # the CLI: one line, exit 2, before the model or any checkpoint exists
     cmd = [sys.executable, "-m", "bert_jax.cli", "pretrain", "--config=pretrain_cpu.py",
            f"--workdir={shards.parent / 'w'}", f"--config.train_files={shards}/shard-*",
-           f"--config.vocab_file={uncased_vocab}"]  # fmt: skip
+           f"--config.vocab_file={uncased_vocab}", "--config.max_seq_length=64",
+           "--config.max_predictions_per_seq=10"]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "--config.max_seq_length=128" in proc.stderr

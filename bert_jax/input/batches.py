@@ -16,7 +16,7 @@ from bert_jax.errors import BertJaxError
 from bert_jax.objectives.base import Objective
 from bert_jax.objectives.masking import MaskingSpec, mask_batch
 from bert_jax.shards.example import check_first_record
-from bert_jax.shards.schema import Schema
+from bert_jax.shards.schema import Feature, Schema
 
 
 def expand_files(files: str | Sequence[str]) -> list[str]:
@@ -171,27 +171,52 @@ def _with_length_flag(e: BertJaxError) -> BertJaxError:
     )
 
 
+# The features of statically masked shards (create-pretraining-data without --dynamic_masking).
+STATIC_MASKS = (("masked_lm_positions", "int64"), ("masked_lm_ids", "int64"),
+                ("masked_lm_weights", "float32"))  # fmt: skip
+
+
+def reads_unmasked_text(objective: Objective, masking: MaskingSpec | None) -> bool:
+    """Whether a run reads the original text, not the shards' static masks: dynamic masking
+    draws its own masks, and an objective without masked LM (ltr, permutation_lm) predicts the
+    text itself; trained on [MASK]s, a left-to-right LM learns to write [MASK]."""
+    return masking is not None or objective.masking is None
+
+
 def check_files(
-    files: list[str], schema: Schema, dynamic_masking: bool, vocab_size: int | None = None
-) -> None:
-    for path in files:
+    files: list[str], schema: Schema, unmasked_text: bool, vocab_size: int | None = None
+) -> Schema:
+    """Check each file's first record against `schema`; returns the schema to decode. With
+    `unmasked_text` (`reads_unmasked_text`) and statically masked shards that is `schema` plus
+    their masks, whose masked_lm_ids hold every token [MASK] (or a random id) replaced:
+    `finish_batch` puts them back (`restore_text`), so such a run reads the original text."""
+    read = schema
+    for i, path in enumerate(files):
         try:
-            features = check_first_record(path, schema)
+            features = check_first_record(path, read)
         except BertJaxError as e:
             raise _with_length_flag(e) from None
         check_ids(features, vocab_size, f"{path}: record 0")
-        weights = features.get("masked_lm_weights")
-        if (
-            dynamic_masking
-            and weights is not None
-            and weights.dtype == np.float32
-            and weights.any()
-        ):
-            raise BertJaxError(
-                f"{path}: record 0 is already masked (masked_lm_weights > 0) but dynamic masking "
-                "is on: masking it again would hide [MASK] tokens behind [MASK]; write the shards "
-                "without static masks (dynamic masking) or turn dynamic masking off"
-            )
+        if i == 0 and unmasked_text and "masked_lm_positions" in features:
+            length = int(features["masked_lm_positions"].size)
+            read = schema + tuple(Feature(n, length, t) for n, t in STATIC_MASKS)
+    return read
+
+
+def restore_text(batch: dict[str, np.ndarray], where: str = "") -> None:
+    """Statically masked records -> their original tokens, in place: input_ids at each
+    predicted position (masked_lm_weights > 0) is set back to its masked_lm_ids entry; the
+    static masks are dropped (the run draws its own, or predicts the text)."""
+    positions = batch.pop("masked_lm_positions")
+    ids = batch.pop("masked_lm_ids")
+    weights = batch.pop("masked_lm_weights")
+    rows, slots = np.nonzero(weights > 0)
+    at = positions[rows, slots]
+    input_ids = np.array(batch["input_ids"], copy=True)
+    if at.size and (at.min() < 0 or at.max() >= input_ids.shape[1]):
+        raise BertJaxError(f"{where}: masked_lm_positions outside the sequence (a corrupt record)")
+    input_ids[rows, at] = ids[rows, slots]
+    batch["input_ids"] = input_ids
 
 
 def finish_batch(
@@ -206,6 +231,8 @@ def finish_batch(
     """Parsed int64/float32 features -> the objective's batch arrays (masked when `masking`
     is given, int32 ids, [B] labels, example_mask)."""
     batch = dict(parsed)
+    if "masked_lm_positions" in batch and reads_unmasked_text(objective, masking):
+        restore_text(batch)  # static masks under dynamic masking, ltr or XLNet: the text
     if objective.layout is not None:  # e.g. XLNet's layout, targets and permutation masks
         words = () if masking is None else masking.continuation_ids
         batch.update(

@@ -55,12 +55,14 @@ class EvalInput:
         self.dynamic_masking = dynamic_masking
         self.seed = seed
         self.objective = objectives.get(objective)
-        self._schema = self.objective.shard_schema(
-            max_seq_length, max_predictions_per_seq, static_masks=dynamic_masking is None
+        unmasked = batches.reads_unmasked_text(self.objective, dynamic_masking)
+        schema = self.objective.shard_schema(
+            max_seq_length, max_predictions_per_seq, static_masks=not unmasked
         )
         self.vocab_size = vocab_size  # token ids checked against it, as in PretrainInput
         batches.check_shard_vocab(self.files, vocab_size)
-        batches.check_files(self.files, self._schema, dynamic_masking is not None, vocab_size)
+        # Static masks of shards read for their text are decoded too (the text is restored).
+        self._schema = batches.check_files(self.files, schema, unmasked, vocab_size)
         # Every process counts every file (headers only) to agree on the number of batches.
         counts = [count_records(f) for f in all_files]
         per_process = [sum(counts[i :: self.process_count]) for i in range(self.process_count)]

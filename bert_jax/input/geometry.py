@@ -1,7 +1,13 @@
-"""The shards' geometry against the run's: create-pretraining-data records its settings in a
-stats.json beside the shards (or in the --output_dir above them); a pretraining run whose
-max_seq_length / max_predictions_per_seq differ is refused before anything is built, with the
-exact flags that fix it either way."""
+"""The shards against the run: create-pretraining-data records its settings in a stats.json
+beside the shards (or in the --output_dir above them). Before anything is built:
+
+- `check_shard_objective`: shards written for an objective the run cannot read (T5 shards in a
+  BERT config, NSP pairs under an SOP head, ...) are refused naming both objectives and a fix
+  that works in the config's family;
+- `with_shard_geometry`: a max_seq_length / max_predictions_per_seq the config leaves unset
+  (None, as pretrain_cpu.py) is the shards' own, from stats.json or their first record;
+- `check_shard_geometry`: a geometry the config sets and the shards do not have is refused, with
+  the exact flags that fix it either way."""
 
 from __future__ import annotations
 
@@ -11,8 +17,10 @@ from typing import Any
 
 from etils import epath
 
+from bert_jax import objectives
 from bert_jax.errors import BertJaxError
 from bert_jax.input.batches import expand_files
+from bert_jax.objectives.base import Objective
 
 GEOMETRY = ("max_seq_length", "max_predictions_per_seq")
 
@@ -44,13 +52,118 @@ def run_shard_settings(config: Any) -> Iterator[tuple[str, epath.Path, dict[str,
                 yield key, *found
 
 
+# create-pretraining-data --objective for an objective without a data flag of its own: its pairing.
+_PAIRING_FLAG = {"sentence_pairs": "nsp", "swapped_pairs": "sop", "packed": "full_sentences",
+                 "packed_docs": "doc_sentences"}  # fmt: skip
+
+
+def data_flag(objective: str) -> str:
+    """The create-pretraining-data --objective whose shards serve `objective`."""
+    spec = objectives.get(objective)
+    if spec.data_flag:
+        return spec.data_flag
+    return _PAIRING_FLAG[spec.pairing] if isinstance(spec, Objective) else spec.name
+
+
+def _readable(run: Any, shards: Any) -> bool:
+    """Whether a run of objective `run` reads shards written for `shards`: the same family of
+    records (BERT's input_ids... or T5's inputs/targets), and the same pairs when the run has a
+    sentence head (its label means what the pairing made it mean)."""
+    if run.name == shards.name:
+        return True
+    if isinstance(run, Objective) != isinstance(shards, Objective):
+        return False
+    if not isinstance(run, Objective):
+        return False  # span corruption and prefix LM shards hold other targets
+    return run.sentence_head is None or run.pairing == shards.pairing
+
+
+def _objective_fix(run: Any, shards: Any, settings: dict[str, Any]) -> str:
+    write = f"create-pretraining-data --objective={data_flag(run.name)}"
+    if isinstance(run, Objective) and not isinstance(shards, Objective):
+        spm = settings.get("spm_model", "<the shards' spm_model>")
+        return (f"these are T5 shards: train them with --config t5.py:<preset> "
+                f"--config.objective={shards.name} --config.spm_model={spm}, or write shards "
+                f"for this run with {write}")  # fmt: skip
+    if not isinstance(run, Objective) and isinstance(shards, Objective):
+        return (f"these are BERT shards: train them with --config pretrain.py:<preset> "
+                f"--config.objective={shards.name}, or write shards for this T5 run with "
+                f"{write} --spm_model=<this config's spm_model>")  # fmt: skip
+    return f"add --config.objective={shards.name}, or rewrite the shards with {write}"
+
+
+def check_shard_objective(config: Any) -> None:
+    """Raise naming both objectives when the shards' stats.json says they were written for an
+    objective this run cannot read (not a vocabulary or length error further on)."""
+    if not config.get("objective"):
+        return
+    run = objectives.get(config.objective)
+    for key, path, settings in run_shard_settings(config):
+        if not settings.get("objective"):
+            continue  # an older stats.json
+        try:
+            shards = objectives.get(settings["objective"])
+        except BertJaxError:
+            continue  # an objective this version does not know: the reader judges the records
+        if _readable(run, shards):
+            continue
+        raise BertJaxError(
+            f"{config[key]}: the shards were written for objective {shards.name} ({path}), this "
+            f"run's config.objective is {run.name}: {_objective_fix(run, shards, settings)}"
+        )
+
+
+def _first_record_lengths(files: str) -> dict[str, int]:
+    """The geometry of shards without a stats.json, read off their first record."""
+    from bert_jax.shards.example import decode
+    from bert_jax.shards.tfrecord import RecordReader
+
+    path = expand_files(files)[0]
+    with RecordReader(path, chunk_bytes=1 << 16) as reader:
+        first = next(reader, None)
+    if first is None:
+        raise BertJaxError(f"{path}: no records (empty TFRecord file)")
+    features = decode(first)
+    lengths = {"max_seq_length": "input_ids", "max_predictions_per_seq": "masked_lm_positions"}
+    return {k: int(features[f].size) for k, f in lengths.items() if f in features}
+
+
+def with_shard_geometry(config: Any) -> Any:
+    """`config`, or a copy of it with the geometry keys it leaves unset (None) filled in from the
+    train shards: their stats.json, else their first record. A key the config sets is kept (and
+    checked against the shards by `check_shard_geometry`)."""
+    unset = [k for k in GEOMETRY if config.get(k, 0) is None]
+    if not unset:
+        return config
+    found: dict[str, Any] = {}
+    where = "the shards"
+    if config.get("train_files"):
+        stats = shard_settings(config.train_files)
+        if stats is not None:
+            found, where = stats[1], str(stats[0])
+        else:
+            found, where = _first_record_lengths(config.train_files), "their first record"
+    config = config.copy_and_resolve_references()
+    for key in unset:
+        if found.get(key) is None:
+            raise BertJaxError(
+                f"config.{key} is not set and the shards do not give it ({where}): add "
+                f"--config.{key}=N, the create-pretraining-data --{key} they were written with"
+            )
+        config[key] = int(found[key])
+    return config
+
+
 def check_shard_geometry(config: Any) -> None:
     """Raise naming the flags when the run's geometry is not the shards'."""
+    masking = objectives.get(config.objective).masking if config.get("objective") else True
     for key, path, settings in run_shard_settings(config):
         checked = GEOMETRY
-        if settings.get("dynamic_masking") or config.get("dynamic_masking"):
-            checked = ("max_seq_length",)  # masks are drawn at training time
-        wrong = [k for k in checked if k in settings and settings[k] != config.get(k)]
+        if settings.get("dynamic_masking") or config.get("dynamic_masking") or masking is None:
+            # masks are drawn at training time, or the objective reads none (ltr, XLNet)
+            checked = ("max_seq_length",)
+        wrong = [k for k in checked
+                 if k in settings and config.get(k) is not None and settings[k] != config.get(k)]
         if not wrong:
             continue
         theirs = " ".join(f"--config.{k}={settings[k]}" for k in wrong)

@@ -72,13 +72,15 @@ class PretrainInput(grain.DatasetIterator):
         self.sharding = sharding
         self.dynamic_masking = dynamic_masking
         self.objective = objectives.get(objective)
-        self._schema = self.objective.shard_schema(
-            max_seq_length, max_predictions_per_seq, static_masks=dynamic_masking is None
+        unmasked = batches.reads_unmasked_text(self.objective, dynamic_masking)
+        schema = self.objective.shard_schema(
+            max_seq_length, max_predictions_per_seq, static_masks=not unmasked
         )
         # vocab_size: token ids are checked against it at start-up and in every batch.
         self.vocab_size = vocab_size
         batches.check_shard_vocab(self.files, vocab_size)
-        batches.check_files(self.files, self._schema, dynamic_masking is not None, vocab_size)
+        # Statically masked shards read for their text add their masks (to restore it).
+        self._schema = batches.check_files(self.files, schema, unmasked, vocab_size)
         self._fingerprint = {
             "files": batches.files_fingerprint(self.files),
             "global_batch_size": global_batch_size,

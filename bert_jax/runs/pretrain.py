@@ -17,7 +17,11 @@ from jax.experimental import multihost_utils
 from bert_jax.aot.pretraining import check_trainer_fits
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
-from bert_jax.input.geometry import check_shard_geometry
+from bert_jax.input.geometry import (
+    check_shard_geometry,
+    check_shard_objective,
+    with_shard_geometry,
+)
 from bert_jax.interop import export_hf, graft_encoder, load_pretrained
 from bert_jax.objectives import is_seq2seq
 from bert_jax.tokenization.byte_bpe import file_set_of, is_byte_bpe_file
@@ -41,11 +45,13 @@ def _init_params_fn(path: str, bert_config: BertConfig) -> Callable[[Any], Any]:
 
 
 def run_pretraining(config: Any, workdir: str, batches: Any = None) -> TrainResult:
+    check_shard_objective(config)  # shards of another objective: named before any other check
     if is_seq2seq(config.get("objective", "")):  # T5 (bert_jax/configs/t5.py)
         from bert_jax.runs.seq2seq_pretrain import run_seq2seq_pretraining
 
         return run_seq2seq_pretraining(config, workdir, batches)
     check_training_config(config)  # before the model, the vocab or the workdir
+    config = with_shard_geometry(config)  # max_seq_length etc. left unset: the shards'
     check_shard_geometry(config)  # the shards' max_seq_length etc. (their stats.json)
     maybe_initialize_distributed(config)
     if config.get("teacher"):  # distillation: the student is derived from the teacher

@@ -248,6 +248,58 @@ def teacher_config_only(path: str) -> BertConfig:
                           str(config_file))  # fmt: skip
 
 
+# A teacher's embedding table may be padded past its vocabulary (to a multiple of 8 or 64).
+_TABLE_PADDING = 128
+
+
+def _vocab_tokens(path: Any) -> dict[str, int] | None:
+    from bert_jax.tokenization.vocab import load_vocab
+
+    if not path or not epath.Path(path).exists():
+        return None
+    return dict(load_vocab(path))
+
+
+def check_teacher_vocab(config: Any, teacher_vocab: Any, teacher_table: int) -> None:
+    """The student reads the very ids the teacher does: the run's vocab_file and the shards'
+    (their stats.json) must be the teacher's vocabulary, or the teacher scores text it never
+    saw as other words (a silent, wrong run). Raised naming both vocabularies."""
+    from bert_jax.input.geometry import run_shard_settings
+
+    teacher = _vocab_tokens(teacher_vocab)
+    size = max(teacher.values()) + 1 if teacher else teacher_table
+    name = f"{teacher_vocab} ({size} tokens)" if teacher else f"a {teacher_table}-row table"
+    fix = "give the vocab_file the teacher was trained with, and shards written with it"
+    if teacher:
+        fix = (f"give --config.vocab_file={teacher_vocab} and write the shards with "
+               f"create-pretraining-data --vocab_file={teacher_vocab}")  # fmt: skip
+    where = f"config.teacher={config.teacher}"
+
+    def refuse(what: str, path: Any, n: int) -> None:
+        raise BertJaxError(
+            f"{where}: the teacher's vocabulary is {name}, {what} is {path} ({n} tokens): the "
+            f"student reads the teacher's ids, so they must be the same vocabulary; {fix}"
+        )
+
+    def differs(tokens: dict[str, int] | None, n: int) -> bool:
+        if teacher is not None and tokens is not None:
+            return tokens != teacher
+        return n > size if teacher is not None else not 0 <= size - n < _TABLE_PADDING
+
+    if config.get("vocab_file"):
+        tokens = _vocab_tokens(config.vocab_file)
+        n = max(tokens.values()) + 1 if tokens else 0
+        if tokens is not None and differs(tokens, n):
+            refuse("config.vocab_file", config.vocab_file, n)
+    for _, path, settings in run_shard_settings(config):
+        n = settings.get("vocab_size")
+        if n is None:
+            continue
+        tokens = _vocab_tokens(settings.get("vocab_file"))
+        if (tokens is None and teacher is not None and n != size) or differs(tokens, int(n)):
+            refuse(f"the shards' ({path})", settings.get("vocab_file", "their vocab"), int(n))
+
+
 def distillation_task(config: Any, shapes_only: bool = False) -> DistillationTask:
     """From a pretraining config with `teacher` (a load_pretrained path) and optionally
     `student_layers` (0 = half the teacher's). `shapes_only` reads the teacher's config and no
@@ -257,9 +309,11 @@ def distillation_task(config: Any, shapes_only: bool = False) -> DistillationTas
 
     if shapes_only:
         pre_config, teacher_params = teacher_config_only(config.teacher), {"predictions": None}
+        teacher_vocab = epath.Path(config.teacher) / "vocab.txt"
     else:
         pre = load_pretrained(config.teacher)
-        pre_config, teacher_params = pre.config, pre.params
+        pre_config, teacher_params, teacher_vocab = pre.config, pre.params, pre.vocab_file
+    check_teacher_vocab(config, teacher_vocab, pre_config.vocab_size)
     teacher = pre_config.replace(dtype=config.dtype, scan_layers=False)
     student = student_config(teacher, int(config.get("student_layers", 0)) or None).replace(
         scan_layers=bool(config.scan_layers), remat_policy=config.remat_policy,

@@ -231,7 +231,18 @@ def _files(value: Any) -> list[str]:
 _SIZE_FIELDS = ("vocab_size", "max_position_embeddings", "num_hidden_layers")
 
 
+def _require_geometry(config: Any) -> None:
+    """pretrain_cpu.py leaves the geometry to the shards (runs.pretrain fills it in from them);
+    without shards (compiling ahead of time, say) it must be given."""
+    for key in ("max_seq_length", "max_predictions_per_seq"):
+        if key in config and config[key] is None:
+            raise BertJaxError(
+                f"config.{key} is not set (it is the shards' when training): add --config.{key}=N"
+            )
+
+
 def bert_config_from(config: Any) -> BertConfig:
+    _require_geometry(config)
     vocab_size = int(config.vocab_size)
     if config.get("vocab_file"):
         # Ids are line numbers: a repeated token keeps its last id, so the table needs the highest
@@ -266,6 +277,7 @@ def bert_config_from(config: Any) -> BertConfig:
 
 
 def pretraining_task(config: Any, bert_config: BertConfig) -> PretrainingTask:
+    _require_geometry(config)
     spec = objectives.get(config.objective)
     masking = None
     mix_set = any(config.get(k) is not None for k in ("mask_prob", "random_prob"))
