@@ -11,7 +11,8 @@ Streaming, one process: the text is read block by block (whole documents), each 
 are encoded in one sentencepiece call and the chunks written as they fill. Chunk j is made with
 `numpy.random.default_rng((seed, j))` and goes to shard j mod num_shards, so an example depends
 only on (seed, its index); the tail shorter than a chunk is dropped (counted in stats.json).
-Shards appear under their final names only when all are complete (`ShardSet`).
+Shards appear under their final names only when all are complete (`ShardSet`); text too short
+for one example per shard is refused and an earlier run's shards are kept.
 """
 
 from __future__ import annotations
@@ -42,12 +43,65 @@ from bert_jax.tokenization.t5_vocab import T5Vocab
 _COUNTERS = ("lines", "invalid_utf8_lines", "long_lines_split", "text_bytes")
 
 
-def _check(spec: Seq2SeqObjective, inputs_length: int, num_shards: int) -> tuple[int, int]:
+def _fits(spec: Seq2SeqObjective, inputs_length: int) -> bool:
+    """Whether a full chunk's example fits (inputs_length, its targets length). The lengths of
+    an example do not depend on the draw (span corruption: the noise and span counts follow
+    from the chunk length; prefix LM: its longest split fills both), so a few draws decide."""
     if inputs_length < 4:
-        raise BertJaxError(f"--max_seq_length={inputs_length}: the inputs need at least 4 tokens")
+        return False
+    raw_length, targets_length = spec.lengths(inputs_length)
+    chunk = np.zeros(raw_length, np.int64)
+    for seed in range(4):
+        inputs, targets = spec.make_example(chunk, np.random.default_rng(seed), 1 << 20)
+        if len(inputs) > inputs_length or len(targets) > targets_length:
+            return False
+    return True
+
+
+def least_inputs_length(spec: Seq2SeqObjective, limit: int = 4096) -> int:
+    """The shortest --max_seq_length whose examples fit (span corruption: 10, one span)."""
+    return next(n for n in range(4, limit) if _fits(spec, n))
+
+
+def _check(
+    spec: Seq2SeqObjective, inputs_length: int, num_shards: int, max_line_chars: int,
+    block_bytes: int,
+) -> tuple[int, int]:  # fmt: skip
+    if not _fits(spec, inputs_length):
+        least = least_inputs_length(spec)
+        raise BertJaxError(
+            f"--max_seq_length={inputs_length}: too short for one {spec.name} example (inputs "
+            f"of at least {least} tokens hold one; use --max_seq_length={least} or more)"
+        )
     if num_shards < 1:
         raise BertJaxError(f"--num_shards={num_shards}: must be >= 1")
+    for flag, value, least in (("block_bytes", block_bytes, 1), ("max_line_chars", max_line_chars,
+                                                                 0)):  # fmt: skip
+        if value < least:  # (as the BERT data path: block_bytes <= 0 never cuts a block)
+            raise BertJaxError(f"--{flag}={value}: must be >= {least}")
     return spec.lengths(inputs_length)
+
+
+def _check_enough(
+    n: int, tail: int, raw_length: int, spec: Seq2SeqObjective, input_files: str | list[str],
+    num_files: int,
+) -> None:  # fmt: skip
+    """Refuse, before the shards replace an earlier run's (as the BERT path refuses an empty
+    corpus), text too short for one example, or for one example per output file (training
+    refuses an empty shard)."""
+    if n >= num_files:
+        return
+    named = input_files if isinstance(input_files, str) else ",".join(input_files)
+    have = f"--input_file={named}: {n * raw_length + tail} tokens"
+    if n == 0:
+        raise BertJaxError(
+            f"{have}, too short for one {spec.name} example of {raw_length} tokens (nothing "
+            "written); give more text or a smaller --max_seq_length"
+        )
+    raise BertJaxError(
+        f"{have} make {n} {spec.name} examples of {raw_length} tokens, fewer than the {num_files} "
+        "output files (nothing written); give a smaller --num_shards or more text"
+    )
 
 
 def create_seq2seq_data(
@@ -68,7 +122,8 @@ def create_seq2seq_data(
     if not isinstance(spec, Seq2SeqObjective):
         raise BertJaxError(f"--objective={objective}: not an encoder-decoder objective "
                            f"({', '.join(objectives.seq2seq_names())})")  # fmt: skip
-    raw_length, targets_length = _check(spec, inputs_length, num_shards)
+    raw_length, targets_length = _check(spec, inputs_length, num_shards, max_line_chars,
+                                        block_bytes)  # fmt: skip
     vocab = T5Vocab(spm_model)
     if output_files is None:
         if output_dir is None:
@@ -107,13 +162,13 @@ def create_seq2seq_data(
                     shards.write(j % len(output_files), record)
                     count["instances"] += 1
                 del stream[:full]
+        _check_enough(count["instances"], len(stream), raw_length, spec, input_files,
+                      len(output_files))  # fmt: skip
     except BaseException:
         shards.abort()
         raise
     shards.close()
     n = count["instances"]
-    if n == 0:
-        log.warning("no examples: the input has fewer than %d tokens", raw_length)
     summary = {
         "instances": n,
         "tokens": n * raw_length,  # text tokens in the examples (before corruption, no EOS)
