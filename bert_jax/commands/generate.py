@@ -53,6 +53,11 @@ def main(argv: list[str]) -> None:
     from bert_jax.decoding.seq2seq import GenerateSettings
     from bert_jax.interop.model_kind import model_kind
 
+    # Every flag before anything is read or written: a --batch_size of -1 once decoded nothing
+    # and replaced a finished output file with an empty one.
+    for flag in ("batch_size", "max_input_length"):
+        if getattr(FLAGS, flag) < 1:
+            raise BertJaxError(f"--{flag}={getattr(FLAGS, flag)}: must be >= 1")
     settings = GenerateSettings(
         max_new_tokens=FLAGS.max_new_tokens, num_beams=FLAGS.num_beams,
         length_penalty=FLAGS.length_penalty,
@@ -60,18 +65,42 @@ def main(argv: list[str]) -> None:
         do_sample=FLAGS.do_sample, temperature=FLAGS.temperature, top_k=FLAGS.top_k,
         top_p=FLAGS.top_p,
     )  # fmt: skip
-    source = epath.Path(FLAGS.input_file)
-    if not source.exists():
-        raise BertJaxError(f"--input_file={FLAGS.input_file}: no such file")
-    lines = source.read_text().splitlines()
-    if model_kind(FLAGS.init_checkpoint) == "bert":
-        rows = _causal_rows(lines, settings)
-    else:
-        rows = _seq2seq_rows(lines, settings)
+    if epath.Path(FLAGS.output_file).is_dir():
+        raise BertJaxError(f"--output_file={FLAGS.output_file}: is a directory; name a file")
+    lines = _read_lines(FLAGS.input_file)
+    # The output is staged under a hidden name and renamed over --output_file only when every
+    # line is decoded: a run that fails (the model, memory, a kill) leaves an earlier file whole.
     with open_atomic(FLAGS.output_file) as f:
+        if model_kind(FLAGS.init_checkpoint) == "bert":
+            rows = _causal_rows(lines, settings)
+        else:
+            rows = _seq2seq_rows(lines, settings)
         for row in rows:
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
     print(f"bert-jax generate: {len(lines)} lines -> {FLAGS.output_file}")
+
+
+def _read_lines(path: str) -> list[str]:
+    """The input's lines; a file that is not UTF-8 names its first bad line (a decode error
+    traceback before), and an empty one is refused (it would write an empty output)."""
+    from etils import epath
+
+    source = epath.Path(path)
+    if not source.is_file():
+        raise BertJaxError(f"--input_file={path}: no such file")
+    data = source.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise BertJaxError(
+            f"--input_file={path}: line {line} is not UTF-8 (byte 0x{data[e.start]:02x}); "
+            "convert the file, e.g. iconv -f LATIN1 -t UTF-8"
+        ) from None
+    lines = text.splitlines()
+    if not lines:
+        raise BertJaxError(f"--input_file={path}: empty; give one input per line")
+    return lines
 
 
 def _causal_rows(lines: list[str], settings):
@@ -90,6 +119,7 @@ def _causal_rows(lines: list[str], settings):
 
 def _seq2seq_rows(lines: list[str], settings):
     from bert_jax.decoding.generate_text import generate_lines
+    from bert_jax.decoding.seq2seq import check_max_new_tokens
     from bert_jax.interop.seq2seq_load import load_seq2seq
     from bert_jax.tokenization.t5_vocab import T5Vocab
 
@@ -98,6 +128,6 @@ def _seq2seq_rows(lines: list[str], settings):
     if spm is None:
         raise BertJaxError(f"{FLAGS.init_checkpoint}: no spiece.model; give --spm_model")
     vocab = T5Vocab.for_model(spm, pretrained.config.vocab_size)
+    check_max_new_tokens(pretrained.config, settings, FLAGS.batch_size)
     return generate_lines(pretrained, vocab, lines, settings, FLAGS.batch_size,
                           FLAGS.max_input_length, FLAGS.seed)  # fmt: skip
-

@@ -30,6 +30,13 @@ class CausalLMGenerator:
         if not config.causal:
             raise BertJaxError("generate: the BERT checkpoint is not a left-to-right LM "
                                "(config causal=False; pretrain with objective=ltr)")  # fmt: skip
+        if settings.max_new_tokens + 1 > config.max_position_embeddings:  # (+1: the [CLS])
+            raise BertJaxError(
+                f"--max_new_tokens={settings.max_new_tokens}: the model has "
+                f"{config.max_position_embeddings} positions (max_position_embeddings), one for "
+                f"the prompt's [CLS] at least; use --max_new_tokens="
+                f"{config.max_position_embeddings - 1} or less"
+            )
         self.config, self.settings = config, settings
         self.eos_id, self.pad_id = eos_id, pad_id
         self.model = BertForPreTraining(config, use_nsp=False)

@@ -9,6 +9,7 @@ all inside one jitted function per (batch, lengths, settings).
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any
 
 import jax
@@ -16,7 +17,7 @@ import jax.numpy as jnp
 
 from bert_jax.decoding.search import Sampling, beam_search, greedy_or_sample
 from bert_jax.errors import BertJaxError
-from bert_jax.model.seq2seq import EncoderDecoder
+from bert_jax.model.seq2seq import EncoderDecoder, Seq2SeqConfig
 from bert_jax.model.seq2seq.rnn import RnnEncoderDecoder
 
 # Cache leaves without a batch axis (the decoder's step counter and slot positions).
@@ -49,6 +50,40 @@ class GenerateSettings:
             raise BertJaxError(f"--top_k {self.top_k}: must be >= 0")
         if self.early_stopping not in (True, False, "never"):
             raise BertJaxError(f"early_stopping {self.early_stopping!r}: True, False or 'never'")
+
+
+def memory_bytes() -> int:
+    """The first device's memory (an accelerator's limit; on CPU the host's physical memory)."""
+    stats = jax.devices()[0].memory_stats() or {}
+    if "bytes_limit" in stats:
+        return int(stats["bytes_limit"])
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def bytes_per_new_token(config: Seq2SeqConfig, rows: int) -> int:
+    """What decoding holds per generated position, beyond the model: every decoder layer's
+    cached keys and values for each of `rows` (batch x beams), and each row's token and score."""
+    itemsize = 2 if config.dtype == "bfloat16" else 4
+    return rows * (config.num_decoder_layers * 2 * config.inner_dim * itemsize + 8)
+
+
+def check_max_new_tokens(
+    config: Seq2SeqConfig, settings: GenerateSettings, batch_size: int, memory: int | None = None
+) -> None:
+    """Refuse, before anything is compiled, a --max_new_tokens whose decoding cache alone would
+    take more than half the device's memory (it was an out-of-memory error after 35 s)."""
+    rows = batch_size * settings.num_beams
+    per_token = bytes_per_new_token(config, rows)
+    memory = memory_bytes() if memory is None else memory
+    most = memory // 2 // per_token
+    if settings.max_new_tokens > most:
+        need = per_token * settings.max_new_tokens / 2**30
+        raise BertJaxError(
+            f"--max_new_tokens={settings.max_new_tokens}: the decoding cache of {rows} rows "
+            f"(--batch_size x --num_beams) would take {need:,.1f} GiB, more than half of this "
+            f"device's {memory / 2**30:.1f} GiB; use --max_new_tokens={most} or less (or a "
+            "smaller --batch_size)"
+        )
 
 
 def reorder_cache(cache: Any, rows_B: jax.Array) -> Any:
