@@ -46,6 +46,9 @@ def vocab_of(config: Any):
 
 def seq2seq_config_from(config: Any, vocab_size: int) -> Seq2SeqConfig:
     sizes = {k: config.get(k) for k in SIZE_KEYS if config.get(k) is not None}
+    for key, value in sizes.items():  # named as the user set them, before any work
+        if value < 1:
+            raise BertJaxError(f"config.{key}={value}: must be >= 1")
     if "num_layers" in sizes and "num_decoder_layers" not in sizes:
         sizes["num_decoder_layers"] = sizes["num_layers"]
     return seq2seq_preset(

@@ -55,7 +55,15 @@ class Seq2SeqConfig:
     scan_layers: bool = False
     remat_policy: str = "none"
 
+    # Sizes that must be >= 1: zero heads divided by zero at init, zero layers trained a model
+    # with no encoder or decoder (BERT's presets refuse L0 and A0 the same way).
+    SIZES = ("vocab_size", "d_model", "d_kv", "d_ff", "num_layers", "num_decoder_layers",
+             "num_heads")  # fmt: skip
+
     def __post_init__(self) -> None:
+        for name in self.SIZES:
+            if getattr(self, name) < 1:
+                raise BertJaxError(f"Seq2SeqConfig.{name} {getattr(self, name)}: must be >= 1")
         checks = (
             (self.feed_forward_proj, FEED_FORWARD, "feed_forward_proj"),
             (self.position, POSITIONS, "position"),
@@ -94,7 +102,7 @@ class Seq2SeqConfig:
             raise BertJaxError(f"{source}: unknown Seq2SeqConfig fields {unknown}")
         try:
             return cls(**d, **runtime)
-        except TypeError as e:
+        except (TypeError, BertJaxError) as e:  # a BertJaxError: a field's value, named
             raise BertJaxError(f"{source}: {e}") from None
 
     def save(self, path: epath.PathLike) -> None:
