@@ -65,6 +65,11 @@ def main(argv: list[str]) -> None:
         return
     from bert_jax.tokenization.vocab_builder import build_vocab
 
+    t5_model = None
+    if FLAGS.t5_spiece_size > 0:  # first, in memory: refused, it leaves the earlier files whole
+        from bert_jax.tokenization.t5_vocab import t5_spiece_model
+
+        t5_model = t5_spiece_model(FLAGS.input_file, FLAGS.t5_spiece_size)
     stats = build_vocab(
         FLAGS.input_file,
         vocab_size=FLAGS.vocab_size,
@@ -75,10 +80,10 @@ def main(argv: list[str]) -> None:
         input_sentence_size=FLAGS.input_sentence_size,
         num_threads=FLAGS.num_threads,
     )
-    if FLAGS.t5_spiece_size > 0:
-        from bert_jax.tokenization.t5_vocab import T5Vocab, t5_spiece_from_files
+    if t5_model is not None:
+        from bert_jax.tokenization.t5_vocab import T5Vocab, write_t5_spm
 
-        spm = t5_spiece_from_files(FLAGS.input_file, FLAGS.output_dir, FLAGS.t5_spiece_size)
+        spm = write_t5_spm(FLAGS.output_dir, t5_model)
         vocab = T5Vocab(spm)
         stats["t5_spiece"] = {"path": str(spm), "pieces": vocab.pieces, "vocab_size": vocab.size,
                               "sentinel_0": vocab.sentinel(0)}  # fmt: skip

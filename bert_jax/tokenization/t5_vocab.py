@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 
 from etils import epath
 
+from bert_jax.atomic_write import write_bytes_atomic
 from bert_jax.errors import BertJaxError
 from bert_jax.tokenization.sentencepiece_tokenizer import load_sentencepiece
 
@@ -108,10 +109,21 @@ def train_t5_spm(
 ) -> epath.Path:
     """Train a T5-layout sentencepiece model (pad 0, eos 1, unk 2, no bos) on `lines`; writes
     `spiece.model` (transformers' file name) into `output_dir` and returns its path."""
+    data = train_t5_spm_bytes(lines, vocab_size, model_type, seed)
+    return write_t5_spm(output_dir, data)
+
+
+def train_t5_spm_bytes(
+    lines: Iterable[str], vocab_size: int, model_type: str = "unigram", seed: int = 0,
+    flag: str = "vocab_size",
+) -> bytes:  # fmt: skip
+    """The trained model's bytes, written nowhere. A corpus too small for `vocab_size` pieces is
+    refused, naming the size it gives (sentencepiece's soft limit returned, say, 97 pieces for
+    2,000 without a word), so nothing is written from such a run."""
     import sentencepiece as spm
 
-    out = epath.Path(output_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    if vocab_size < 4:  # pad, eos, unk and one piece
+        raise BertJaxError(f"--{flag}={vocab_size}: must be >= 4")
     with tempfile.TemporaryDirectory() as tmp:
         text = os.path.join(tmp, "corpus.txt")
         with open(text, "w", encoding="utf-8") as f:
@@ -129,7 +141,22 @@ def train_t5_spm(
             raise BertJaxError(f"sentencepiece training failed: {e}") from None
         with open(os.path.join(tmp, "spiece.model"), "rb") as f:
             data = f.read()
-    (out / "spiece.model").write_bytes(data)
+    model = spm.SentencePieceProcessor()
+    model.LoadFromSerializedProto(data)
+    pieces = model.GetPieceSize()
+    if pieces < vocab_size:
+        raise BertJaxError(
+            f"--{flag}={vocab_size}: the text gives only {pieces} sentencepiece pieces (nothing "
+            f"written); use --{flag}={pieces} or less, or more text"
+        )
+    return data
+
+
+def write_t5_spm(output_dir: str | os.PathLike, data: bytes) -> epath.Path:
+    """`output_dir`/spiece.model, written whole or not at all."""
+    out = epath.Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    write_bytes_atomic(out / "spiece.model", data)
     return out / "spiece.model"
 
 
@@ -137,6 +164,13 @@ def t5_spiece_from_files(
     input_files: str, output_dir: str | os.PathLike, pieces: int
 ) -> epath.Path:
     """`train_t5_spm` over build-vocab's inputs (globs or `embedded:[N]`), one line a sentence."""
-    from bert_jax.tokenization.vocab_builder import _corpus_lines
+    return write_t5_spm(output_dir, t5_spiece_model(input_files, pieces))
 
-    return train_t5_spm(_corpus_lines(input_files), output_dir, pieces)
+
+def t5_spiece_model(input_files: str, pieces: int) -> bytes:
+    """`--t5_spiece_size`'s model over build-vocab's inputs, in memory: build-vocab trains it
+    before writing its other files, so a refusal leaves an earlier vocabulary whole."""
+    from bert_jax.tokenization.vocab_builder import _corpus_lines, check_input
+
+    check_input(input_files)
+    return train_t5_spm_bytes(_corpus_lines(input_files), pieces, flag="t5_spiece_size")
