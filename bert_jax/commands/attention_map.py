@@ -34,21 +34,13 @@ def main(argv: list[str]) -> None:
     for name in ("init_checkpoint", "text"):
         if not getattr(FLAGS, name):
             raise BertJaxError(f"--{name} is required")
-    from bert_jax.features import attention_probs, load_encoder, plot_attention
+    from bert_jax.features import plot_attention
+    from bert_jax.features.commands import attention_map
 
     lower = FLAGS.do_lower_case if FLAGS["do_lower_case"].present else None
-    config, params, tokenizer = load_encoder(
-        FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file, lower
-    )
-    n_layers, n_heads = config.num_hidden_layers, config.num_attention_heads
-    if not -n_layers <= FLAGS.layer < n_layers:
-        raise BertJaxError(f"--layer={FLAGS.layer}: the model has {n_layers} layers")
-    if not -1 <= FLAGS.head < n_heads:
-        raise BertJaxError(f"--head={FLAGS.head}: the model has {n_heads} heads (or -1 = mean)")
-    tokens, probs_NxHxLxL = attention_probs(config, params, tokenizer, FLAGS.text, FLAGS.text_b)
-    layer = FLAGS.layer % n_layers
-    probs_HxLxL = probs_NxHxLxL[layer]
-    probs_LxL = probs_HxLxL.mean(0) if FLAGS.head == -1 else probs_HxLxL[FLAGS.head]
-    head = "mean of heads" if FLAGS.head == -1 else f"head {FLAGS.head}"
+    tokens, probs_LxL, layer, head = attention_map(
+        FLAGS.init_checkpoint, FLAGS.text, FLAGS.text_b, FLAGS.layer, FLAGS.head, lower,
+        FLAGS.bert_config_file, FLAGS.vocab_file,
+    )  # fmt: skip
     plot_attention(tokens, probs_LxL, FLAGS.output_file, f"layer {layer}, {head}")
     print(f"wrote {FLAGS.output_file} ({len(tokens)} tokens, layer {layer}, {head})")

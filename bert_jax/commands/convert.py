@@ -1,8 +1,11 @@
 """`bert-jax convert`: a Hugging Face dir, a Google TF checkpoint or a bert-jax workdir ->
-a Hugging Face dir (config.json + model.safetensors + vocab.txt) that transformers loads. A
+a Hugging Face dir (config.json + model.safetensors + the tokenizer) that transformers loads. A
 fine-tuning workdir exports whole: its task head as Bert{ForSequenceClassification,
 ForTokenClassification, ForQuestionAnswering, ForMultipleChoice} with id2label/label2id, and the
 tokenizer the run used (vocab.txt + tokenizer_config.json), so Auto classes and pipelines load it.
+An XLNet directory or fine-tuned workdir exports as XLNetLMHeadModel / XLNetModel /
+XLNetFor{SequenceClassification, TokenClassification, QuestionAnsweringSimple}; a T5 directory or
+seq2seq workdir (pretrained or text-to-text fine-tuned) as T5ForConditionalGeneration.
 
   bert-jax convert --init_checkpoint=uncased_L-12_H-768_A-12/bert_model.ckpt --output_dir=hf/
 """
@@ -32,23 +35,10 @@ def main(argv: list[str]) -> None:
         if not getattr(FLAGS, name):
             raise BertJaxError(f"--{name} is required")
     from bert_jax.atomic_write import check_writable_dir
-    from bert_jax.interop.xlnet import is_xlnet_dir
-    from bert_jax.runs.export import convert
+    from bert_jax.runs.export import convert_any
 
     check_writable_dir(FLAGS.output_dir, "--output_dir", leave_no_trace=True)
-
-    if is_xlnet_dir(FLAGS.init_checkpoint):  # HF XLNet dir -> a fresh one (encoder + LM head)
-        from bert_jax.interop.xlnet import convert_xlnet
-
-        print(convert_xlnet(FLAGS.init_checkpoint, FLAGS.output_dir))
-        return
-    out, pre, task, vocab = convert(
+    for line in convert_any(
         FLAGS.init_checkpoint, FLAGS.output_dir, FLAGS.bert_config_file, FLAGS.vocab_file
-    )
-    heads = task.arch if task else ", ".join(pre.heads) or "none"
-    print(
-        f"wrote {out} (L={pre.config.num_hidden_layers} H={pre.config.hidden_size}; heads: {heads}"
-        f"; tokenizer: {vocab.name if vocab else 'none, pass --vocab_file'})"
-    )
-    if pre.ignored:
-        print(f"ignored {len(pre.ignored)} non-BERT variables, e.g. {pre.ignored[0]}")
+    ):
+        print(line)

@@ -42,30 +42,23 @@ def main(argv: list[str]) -> None:
             raise BertJaxError(f"--{name} is required")
     if FLAGS.batch_size < 1:
         raise BertJaxError(f"--batch_size={FLAGS.batch_size}: must be >= 1")
+    if FLAGS.max_seq_length < 3:  # [CLS] and [SEP] leave no room for a token
+        raise BertJaxError(
+            f"--max_seq_length={FLAGS.max_seq_length}: must be >= 3 (two special tokens and one "
+            "token)"
+        )
     _check_input(FLAGS.input_file)
     try:
         layer_indexes = [int(x) for x in FLAGS.layers.split(",")]
     except ValueError:
         raise BertJaxError(f"--layers={FLAGS.layers}: expected comma-separated integers") from None
-    from bert_jax.features import extract_to_file, load_encoder
-    from bert_jax.interop.xlnet import is_xlnet_dir
+    from bert_jax.features.commands import extract_features
 
     lower = FLAGS.do_lower_case if FLAGS["do_lower_case"].present else None
-    if is_xlnet_dir(FLAGS.init_checkpoint):  # HF XLNet dir with spiece.model (content stream)
-        from bert_jax.features.xlnet import extract_xlnet_to_file
-
-        n = extract_xlnet_to_file(
-            FLAGS.init_checkpoint, FLAGS.input_file, FLAGS.output_file, layer_indexes,
-            FLAGS.max_seq_length, FLAGS.batch_size, bool(lower), FLAGS.dtype,
-        )  # fmt: skip
-        print(f"wrote features of {n} examples to {FLAGS.output_file}")
-        return
-    config, params, tokenizer = load_encoder(
-        FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file, lower, FLAGS.dtype
-    )
-    n = extract_to_file(
-        config, params, tokenizer, FLAGS.input_file, FLAGS.output_file, layer_indexes,
-        FLAGS.max_seq_length, FLAGS.batch_size,
+    n = extract_features(
+        FLAGS.init_checkpoint, FLAGS.input_file, FLAGS.output_file, layer_indexes,
+        FLAGS.max_seq_length, FLAGS.batch_size, lower, FLAGS.dtype, FLAGS.bert_config_file,
+        FLAGS.vocab_file,
     )  # fmt: skip
     print(f"wrote features of {n} examples to {FLAGS.output_file}")
 

@@ -59,6 +59,19 @@ def read_examples(input_file: str | os.PathLike) -> list[Example]:
     return examples
 
 
+def check_seq_length(seq_length: int, pair_overhead: int, examples: Sequence[Example]) -> None:
+    """Room for the special tokens and one text token, and for a pair's special tokens."""
+    if seq_length < 3:
+        raise BertJaxError(
+            f"--max_seq_length={seq_length}: must be >= 3 (two special tokens and one token)"
+        )
+    if seq_length < pair_overhead and any(ex.text_b is not None for ex in examples):
+        raise BertJaxError(
+            f"--max_seq_length={seq_length}: the input has `a ||| b` pairs, which need >= "
+            f"{pair_overhead} (their special tokens)"
+        )
+
+
 def _truncate_pair(a: list[str], b: list[str], max_length: int) -> None:
     while len(a) + len(b) > max_length:
         (a if len(a) > len(b) else b).pop()
@@ -68,6 +81,7 @@ def featurize(examples: Sequence[Example], seq_length: int, tokenizer) -> list[F
     """[CLS] a [SEP] (b [SEP]), truncating the longer side first, padded to seq_length (the
     tokenizer's layout: RoBERTa's <s> a </s> (</s> b </s>), padded with <pad>)."""
     layout = layout_of(tokenizer)
+    check_seq_length(seq_length, layout.pair_overhead(), examples)
     out = []
     for ex in examples:
         tokens_a = tokenizer.tokenize(ex.text_a)

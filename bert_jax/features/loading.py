@@ -7,8 +7,7 @@ import os
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
 from bert_jax.interop import load_pretrained
-from bert_jax.tokenization import ByteBpeTokenizer, FullTokenizer
-from bert_jax.tokenization.byte_bpe import is_byte_bpe_file
+from bert_jax.tokenization.directory import LOOKED_FOR, check_vocab_fits, open_tokenizer
 
 
 def load_encoder(
@@ -18,18 +17,15 @@ def load_encoder(
     do_lower_case: bool | None = None,
     dtype: str = "float32",
 ):
-    """(config, bert params, FullTokenizer). `do_lower_case=None` takes the checkpoint's own
-    setting when it records one, else True (the reference default)."""
+    """(config, bert params, tokenizer). `do_lower_case=None` takes the checkpoint's own
+    setting when it records one, else True (the reference default); a tokenizer.json or a
+    byte-level BPE keeps its own, and a flag that contradicts it is refused."""
     pre = load_pretrained(init_checkpoint, bert_config_file, vocab_file)
     if pre.vocab_file is None:
         raise BertJaxError(
-            f"{init_checkpoint}: no vocab.txt (nor vocab.json + merges.txt or tokenizer.json) "
-            "inside; pass --vocab_file"
+            f"{init_checkpoint}: no tokenizer inside ({LOOKED_FOR}); pass --vocab_file"
         )
     config: BertConfig = pre.config.replace(dtype=dtype)
-    if is_byte_bpe_file(pre.vocab_file):  # RoBERTa's byte-level BPE never lower-cases
-        return config, pre.params["bert"], ByteBpeTokenizer(pre.vocab_file)
-    if do_lower_case is None:
-        do_lower_case = True if pre.do_lower_case is None else pre.do_lower_case
-    tokenizer = FullTokenizer(pre.vocab_file, do_lower_case=do_lower_case)
+    tokenizer = open_tokenizer(pre.vocab_file, do_lower_case, "--do_lower_case", pre.do_lower_case)
+    check_vocab_fits(tokenizer, config.vocab_size, init_checkpoint)
     return config, pre.params["bert"], tokenizer

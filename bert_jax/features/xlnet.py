@@ -11,19 +11,29 @@ from collections.abc import Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
-from etils import epath
 
 from bert_jax.atomic_write import open_atomic
 from bert_jax.errors import BertJaxError
-from bert_jax.features.extract import Features, _truncate_pair, read_examples, to_json
+from bert_jax.features.extract import (
+    Features,
+    _truncate_pair,
+    check_seq_length,
+    read_examples,
+    to_json,
+)
 from bert_jax.interop.xlnet import read_xlnet_dir
 from bert_jax.model.xlnet import XLNet
+from bert_jax.tokenization.directory import (
+    check_vocab_fits,
+    open_xlnet_tokenizer,
+    tokenizer_file_in,
+)
 from bert_jax.tokenization.layout import XLNET_CLS_SEGMENT, XLNET_PAD_SEGMENT
-from bert_jax.tokenization.sentencepiece_tokenizer import XLNetTokenizer
 
 
-def featurize(examples, seq_length: int, tokenizer: XLNetTokenizer) -> list[Features]:
+def featurize(examples, seq_length: int, tokenizer) -> list[Features]:
     """XLNetTokenizer's layout, truncating the longer side first; left padding with <pad>."""
+    check_seq_length(seq_length, 3, examples)  # A <sep> B <sep> <cls>
     out = []
     for ex in examples:
         a = tokenizer.tokenize(ex.text_a)
@@ -53,14 +63,17 @@ def extract_xlnet_to_file(
     layer_indexes: Sequence[int] = (-1, -2, -3, -4),
     max_seq_length: int = 128,
     batch_size: int = 32,
-    do_lower_case: bool = False,
+    do_lower_case: bool | None = None,
     dtype: str = "float32",
 ) -> int:
+    """Features of an XLNet directory's content stream; `do_lower_case=None`: the tokenizer's
+    own rule (spiece.model: cased)."""
     cfg, params, _ = read_xlnet_dir(model_dir, dtype=dtype)
-    spiece = epath.Path(model_dir) / "spiece.model"
-    if not spiece.exists():
-        raise BertJaxError(f"{model_dir}: no spiece.model (XLNet's sentencepiece tokenizer)")
-    tokenizer = XLNetTokenizer(spiece, do_lower_case=do_lower_case)
+    spiece = tokenizer_file_in(model_dir)
+    if spiece is None:
+        raise BertJaxError(f"{model_dir}: no spiece.model or tokenizer.json (XLNet's tokenizer)")
+    tokenizer = open_xlnet_tokenizer(spiece, do_lower_case)
+    check_vocab_fits(tokenizer, cfg.vocab_size, model_dir)
     n = cfg.n_layer
     for index in layer_indexes:
         if not -n <= index < n:

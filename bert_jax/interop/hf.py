@@ -121,15 +121,38 @@ def guess_do_lower_case(path: epath.Path) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
-def _write_byte_bpe_files(vocab_file: epath.Path, out: epath.Path, config: BertConfig) -> None:
-    """A byte-level BPE tokenizer (vocab.json + merges.txt beside it, or tokenizer.json) with the
-    tokenizer_config.json that makes AutoTokenizer load it as RoBERTa's."""
-    from bert_jax.tokenization.byte_bpe import file_set_of
+# transformers' tokenizer class of each family, for a tokenizer.json / spiece.model export.
+_TOKENIZER_CLASS = {
+    "bert": "BertTokenizer",
+    "roberta": "RobertaTokenizer",
+    "albert": "AlbertTokenizer",
+    "electra": "ElectraTokenizer",
+    "distilbert": "DistilBertTokenizer",
+}
 
-    for name, src in file_set_of(vocab_file).items():
+
+def write_tokenizer_files(
+    vocab_file: epath.Path, out: epath.Path, config: BertConfig, do_lower_case: bool | None
+) -> None:
+    """The tokenizer beside an export, with the tokenizer_config.json that makes AutoTokenizer
+    load it: a vocab.txt as BertTokenizer's, a byte-level BPE as RoBERTa's, a spiece.model or a
+    tokenizer.json with the tokenizer_config.json it came with (else its family's class)."""
+    from bert_jax.tokenization.directory import TOKENIZER_CONFIG, tokenizer_file_set, tokenizer_kind
+
+    kind = tokenizer_kind(vocab_file)
+    files = tokenizer_file_set(vocab_file)
+    for name, src in files.items():
         write_bytes_atomic(out / name, src.read_bytes())
-    tok = {"tokenizer_class": "RobertaTokenizer", "model_max_length": config.max_sequence_length}
-    write_json_atomic(out / "tokenizer_config.json", tok)
+    if TOKENIZER_CONFIG in files:
+        return
+    cls = {"wordpiece": "BertTokenizer", "byte_bpe": "RobertaTokenizer"}.get(kind)
+    tok = {
+        "tokenizer_class": cls or _TOKENIZER_CLASS.get(config.family, "PreTrainedTokenizerFast"),
+        "model_max_length": config.max_sequence_length,
+    }
+    if do_lower_case is not None and kind != "byte_bpe":
+        tok["do_lower_case"] = do_lower_case
+    write_json_atomic(out / TOKENIZER_CONFIG, tok)
 
 
 def export_hf(
@@ -184,16 +207,7 @@ def export_hf(
     # Each file is written whole or not at all, config.json last: a directory that has it is
     # complete (local or gs://).
     write_bytes_atomic(out / "model.safetensors", save(tensors, metadata={"format": "pt"}))
-    if vocab_file is not None and epath.Path(vocab_file).name.endswith(".json"):
-        _write_byte_bpe_files(epath.Path(vocab_file), out, config)
-    elif vocab_file is not None:
-        write_bytes_atomic(out / "vocab.txt", epath.Path(vocab_file).read_bytes())
-        tok = {
-            "tokenizer_class": "BertTokenizer",
-            "model_max_length": config.max_position_embeddings,
-        }
-        if do_lower_case is not None:
-            tok["do_lower_case"] = do_lower_case
-        write_json_atomic(out / "tokenizer_config.json", tok)
+    if vocab_file is not None:
+        write_tokenizer_files(epath.Path(vocab_file), out, config, do_lower_case)
     write_json_atomic(out / "config.json", hf_config, sort_keys=True)
     return out

@@ -13,8 +13,9 @@ _BERT_TYPES = ("bert", "roberta", "albert", "electra", "distilbert")
 
 
 def model_kind(path: str | os.PathLike) -> str | None:
-    """"bert" (any BERT family), "xlnet" (a Hugging Face XLNet dir), "seq2seq" (T5 dir or seq2seq
-    workdir), or None when there is no readable config.json or it names none of these."""
+    """"bert" (any BERT family), "xlnet" (a Hugging Face XLNet dir or an XLNet workdir),
+    "seq2seq" (T5 dir or seq2seq workdir), or None when there is no readable config.json or it
+    names none of these."""
     config = epath.Path(path) / "config.json"
     try:
         raw = json.loads(config.read_text()) if config.exists() else {}
@@ -25,7 +26,7 @@ def model_kind(path: str | os.PathLike) -> str | None:
     model_type = raw.get("model_type")
     if model_type == "t5" or "seq2seq" in raw:
         return "seq2seq"
-    if model_type == "xlnet":
+    if model_type == "xlnet" or "xlnet" in raw:  # an HF dir, or a workdir fine-tuned from one
         return "xlnet"
     if model_type in _BERT_TYPES or "bert" in raw:
         return "bert"

@@ -19,7 +19,7 @@ from bert_jax.errors import BertJaxError
 from bert_jax.interop import hf, tf_ckpt, tf_families
 from bert_jax.interop.names import present_groups
 from bert_jax.model import stack_layers, unstack_layers
-from bert_jax.tokenization.byte_bpe import find_files as byte_bpe_files
+from bert_jax.tokenization.directory import tokenizer_file_in
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,7 +37,8 @@ class Pretrained:
     config: BertConfig
     params: dict
     heads: tuple[str, ...]
-    vocab_file: epath.Path | None = None  # vocab.txt, or vocab.json / tokenizer.json (byte BPE)
+    # vocab.txt, vocab.json (byte BPE), spiece.model or tokenizer.json (`tokenization.directory`)
+    vocab_file: epath.Path | None = None
     do_lower_case: bool | None = None
     source: str = ""
     ignored: tuple[str, ...] = ()  # checkpoint variables that are not BERT weights (e.g. a head)
@@ -97,7 +98,7 @@ def load_pretrained(
             config=config,
             params=params,
             heads=tuple(g for g in groups if g != "encoder"),
-            vocab_file=vocab or _existing(path / "vocab.txt") or byte_bpe_files(path),
+            vocab_file=vocab or tokenizer_file_in(path),
             do_lower_case=hf.guess_do_lower_case(path),
             source=str(path),
             ignored=tuple(ignored),
@@ -141,7 +142,7 @@ def _load_workdir(path: epath.Path, vocab: epath.Path | None, step: int | None) 
         config=config,
         params=params,
         heads=tuple(g for g in groups if g != "encoder"),
-        vocab_file=vocab or _existing(path / "vocab.txt") or byte_bpe_files(path),
+        vocab_file=vocab or tokenizer_file_in(path),
         source=str(path),
     )
 

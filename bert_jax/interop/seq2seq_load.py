@@ -8,13 +8,12 @@ import dataclasses
 import json
 import os
 
-import jax
-import numpy as np
 from etils import epath
 
-from bert_jax.checkpoint import Checkpointer, _Corrupt, _restore_params_step, read_workdir_config
+from bert_jax.checkpoint import read_workdir_config
 from bert_jax.errors import BertJaxError
 from bert_jax.interop.t5 import read_t5_dir
+from bert_jax.interop.workdir_params import restore_workdir_params
 from bert_jax.model.seq2seq import Seq2SeqConfig, unstack_seq2seq
 
 
@@ -44,19 +43,7 @@ def _load_workdir(path: epath.Path, step: int | None) -> Seq2SeqPretrained:
     if "seq2seq" not in record:
         raise BertJaxError(f"{path / 'config.json'}: has no 'seq2seq' model config")
     cfg = Seq2SeqConfig.from_dict(record["seq2seq"], str(path / "config.json"))
-    ckpt = Checkpointer(path / "checkpoints", read_only=True, async_save=False)
-    try:
-        steps = [step] if step is not None else sorted(ckpt.all_steps(), reverse=True)
-        if not steps:
-            raise BertJaxError(f"{path / 'checkpoints'}: no checkpoint found")
-        try:
-            params = _restore_params_step(ckpt, steps[0])
-        except _Corrupt as e:
-            raise BertJaxError(str(e)) from None
-    finally:
-        ckpt.close()
-    params = unstack_seq2seq(params)
-    params = jax.tree.map(lambda x: np.asarray(x, np.float32), params.get("params", params))
+    params = unstack_seq2seq(restore_workdir_params(path, step))
     # The workdir's own copy first: the recorded path may be relative to another directory.
     spm = record.get("spm_model") or (record.get("config") or {}).get("spm_model")
     candidates = (path / "spiece.model", epath.Path(spm) if spm else None)

@@ -119,13 +119,18 @@ def read_t5_dir(path: epath.PathLike) -> tuple[Seq2SeqConfig, dict]:
 
 def export_t5(
     cfg: Seq2SeqConfig, params: dict, output_dir: str | os.PathLike,
-    spm_model: str | os.PathLike | None = None,
+    spm_model: str | os.PathLike | None = None, source: str | os.PathLike = "export_t5",
 ) -> epath.Path:  # fmt: skip
     """Write a directory transformers' T5ForConditionalGeneration loads (config.json last)."""
     from safetensors.numpy import save
 
-    if cfg.family != "t5" or cfg.position != "relative" or cfg.norm != "rms_pre" or cfg.use_bias:
-        raise BertJaxError(f"export_t5: family {cfg.family!r} is not a T5 layout")
+    wanted = {"family": "t5", "position": "relative", "norm": "rms_pre", "use_bias": False}
+    differ = [f"{k}={getattr(cfg, k)!r}" for k, v in wanted.items() if getattr(cfg, k) != v]
+    if differ:
+        raise BertJaxError(
+            f"{source}: transformers has no class for this encoder-decoder ({', '.join(differ)});"
+            " only T5's layout (family 't5': relative positions, RMS pre-norm, no biases) exports"
+        )
     params = unstack_seq2seq(params)
     params = params.get("params", params)
     tensors = {}
@@ -153,7 +158,14 @@ def export_t5(
     out = epath.Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     write_bytes_atomic(out / "model.safetensors", save(tensors, metadata={"format": "pt"}))
-    if spm_model is not None:
-        write_bytes_atomic(out / "spiece.model", epath.Path(spm_model).read_bytes())
+    if spm_model is not None:  # with the tokenizer.json / tokenizer_config.json beside it
+        from bert_jax.tokenization.directory import TOKENIZER_CONFIG, tokenizer_file_set
+
+        files = tokenizer_file_set(spm_model)
+        for name, src in files.items():
+            write_bytes_atomic(out / name, src.read_bytes())
+        if TOKENIZER_CONFIG not in files:
+            write_json_atomic(out / TOKENIZER_CONFIG, {"tokenizer_class": "T5Tokenizer",
+                                                       "extra_ids": 100})  # fmt: skip
     write_json_atomic(out / "config.json", hf, sort_keys=True)
     return out

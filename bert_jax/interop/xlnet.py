@@ -16,9 +16,12 @@ import numpy as np
 from etils import epath
 
 from bert_jax.atomic_write import read_json, write_bytes_atomic, write_json_atomic
+from bert_jax.checkpoint import read_workdir_config
 from bert_jax.errors import BertJaxError
 from bert_jax.interop.hf import _open_weights
 from bert_jax.interop.model_kind import model_kind
+from bert_jax.interop.task_heads import TaskHead
+from bert_jax.interop.workdir_params import restore_workdir_params
 from bert_jax.model.xlnet.config import XLNetConfig
 
 _ATTN = ("q", "k", "v", "o", "r", "r_w_bias", "r_r_bias", "r_s_bias", "seg_embed")
@@ -60,14 +63,30 @@ def _get(tree: dict, path: tuple[str, ...]) -> np.ndarray:
 
 
 def is_xlnet_dir(path: str | os.PathLike) -> bool:
+    """A Hugging Face XLNet directory or a bert-jax workdir fine-tuned from one."""
     return model_kind(path) == "xlnet"
+
+
+def _read_xlnet_workdir(path: epath.Path, **runtime) -> tuple[XLNetConfig, dict, bool]:
+    """A fine-tuning workdir's XLNet (its config.json holds the model under "xlnet"): the
+    encoder and the task head, no LM head."""
+    record = read_workdir_config(path)
+    cfg = XLNetConfig.from_hf(record["xlnet"], str(path / "config.json"), **runtime)
+    params = restore_workdir_params(path)
+    if "transformer" not in params:
+        raise BertJaxError(f"{path}: the checkpoint holds no XLNet encoder (transformer)")
+    params["lm_loss_bias"] = np.zeros((cfg.vocab_size,), np.float32)
+    return cfg, params, False
 
 
 def read_xlnet_dir(path: str | os.PathLike, **runtime) -> tuple[XLNetConfig, dict, bool]:
     """(config, XLNetLM params, has_lm_head) from an HF XLNetModel / XLNetLMHeadModel directory;
     a task class's directory (XLNetForSequenceClassification, XLNetForQuestionAnsweringSimple)
-    also gives its head's parameters (`HEADS`), for `bert_jax.model.xlnet.heads`."""
+    also gives its head's parameters (`HEADS`), for `bert_jax.model.xlnet.heads`. A bert-jax
+    workdir fine-tuned from XLNet reads the same way."""
     path = epath.Path(path)
+    if (path / "checkpoints").is_dir():
+        return _read_xlnet_workdir(path, **runtime)
     config_file = path / "config.json"
     raw = read_json(config_file, f"{path}: no config.json next to the safetensors weights")
     cfg = XLNetConfig.from_hf(raw, str(config_file), **runtime)
@@ -98,25 +117,32 @@ def export_xlnet(
     cfg: XLNetConfig,
     params: dict,
     output_dir: str | os.PathLike,
-    spiece_model: str | os.PathLike | None = None,
+    tokenizer_file: str | os.PathLike | None = None,
     with_lm_head: bool = True,
+    task: TaskHead | None = None,
 ) -> epath.Path:
     """Write config.json + model.safetensors that transformers' XLNetLMHeadModel (or, without the
-    head, XLNetModel) loads; `spiece_model` is copied beside them for XLNetTokenizer."""
+    head, XLNetModel; with `task`, its XLNetFor<Task> class) loads; the tokenizer
+    (`tokenizer_file`: spiece.model or tokenizer.json) is copied beside them."""
     from flax.core import meta
     from safetensors.numpy import save
+
+    from bert_jax.tokenization.directory import TOKENIZER_CONFIG, tokenizer_file_set
 
     params = meta.unbox(params)
     params = params.get("params", params)
     encoder = params.get("transformer", params)
-    prefix = "transformer." if with_lm_head else ""
+    prefix = "transformer." if with_lm_head or task is not None else ""
     tensors = {}
     for name, ours, kind in _names(cfg):
         x = _get(encoder, ours)
         x = x.T if kind == "linear" else x.reshape(1, 1, -1) if kind == "mask_emb" else x
         tensors[prefix + name] = np.ascontiguousarray(x)
     hf = cfg.to_hf()
-    if with_lm_head:
+    if task is not None:
+        tensors.update(task.tensors)
+        hf.update(task.config, architectures=[task.arch])
+    elif with_lm_head:
         tensors["lm_loss.bias"] = _get(params, ("lm_loss_bias",))
         tensors["lm_loss.weight"] = tensors["transformer.word_embedding.weight"]
     else:
@@ -124,20 +150,68 @@ def export_xlnet(
     out = epath.Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     write_bytes_atomic(out / "model.safetensors", save(tensors, metadata={"format": "pt"}))
-    write_json_atomic(out / "config.json", hf)
-    if spiece_model is not None:
-        write_bytes_atomic(out / "spiece.model", epath.Path(spiece_model).read_bytes())
+    if tokenizer_file is not None:
+        files = tokenizer_file_set(tokenizer_file)
+        for name, src in files.items():
+            write_bytes_atomic(out / name, src.read_bytes())
+        if TOKENIZER_CONFIG not in files:
+            write_json_atomic(out / TOKENIZER_CONFIG, {"tokenizer_class": "XLNetTokenizer"})
+    write_json_atomic(out / "config.json", hf)  # last: a directory that has it is complete
     return out
 
 
-def convert_xlnet(model_dir: str | os.PathLike, output_dir: str | os.PathLike) -> str:
-    """`bert-jax convert` of an XLNet directory: read into our tree and written back (encoder, LM
-    head if present, spiece.model); a task class's head is not exported."""
+# Fine-tuning config family -> (transformers class, HEADS entries it holds).
+_TASK_CLASSES = {
+    "glue": ("XLNetForSequenceClassification", ("sequence_summary.summary", "logits_proj")),
+    "ner": ("XLNetForTokenClassification", ("classifier",)),
+    "squad": ("XLNetForQuestionAnsweringSimple", ("qa_outputs",)),
+}
+
+
+def xlnet_task_head(
+    run: dict, params: dict, source: str, labels: tuple[str, ...] = (), problem_type=None
+) -> TaskHead | None:
+    """The head of a fine-tuned XLNet workdir (`run`: its config.json) as transformers' class
+    (None: not a fine-tuning run); `labels` name the outputs (id2label)."""
+    family = run.get("family")
+    if family is None:
+        return None
+    if family not in _TASK_CLASSES:
+        raise BertJaxError(f"{source}: an XLNet {family} head has no transformers class here "
+                           f"(exported: {', '.join(_TASK_CLASSES)})")  # fmt: skip
+    arch, names = _TASK_CLASSES[family]
+    tensors = {}
+    for hf_name in names:
+        layer = params.get(HEADS[hf_name][0])
+        if not isinstance(layer, dict) or "kernel" not in layer:
+            raise BertJaxError(f"{source}: the checkpoint has no {HEADS[hf_name][0]} layer")
+        tensors[f"{hf_name}.weight"] = np.ascontiguousarray(np.asarray(layer["kernel"]).T)
+        tensors[f"{hf_name}.bias"] = np.asarray(layer["bias"], np.float32)
+    extra: dict = {}
+    if labels:
+        extra = {"num_labels": len(labels),
+                 "id2label": {str(i): label for i, label in enumerate(labels)},
+                 "label2id": {label: i for i, label in enumerate(labels)}}  # fmt: skip
+        if problem_type:
+            extra["problem_type"] = problem_type
+    return TaskHead(arch, tensors, extra, uses_pooler=False)
+
+
+def convert_xlnet(model_dir: str | os.PathLike, output_dir: str | os.PathLike, task_of=None) -> str:
+    """`bert-jax convert` of an XLNet directory or fine-tuned workdir: read into our tree and
+    written back (encoder; the LM head if present, else the task head `task_of(run, params)`
+    gives for a workdir; the tokenizer)."""
+    from bert_jax.tokenization.directory import tokenizer_file_in
+
+    model_dir = epath.Path(model_dir)
     cfg, params, has_head = read_xlnet_dir(model_dir)
-    spiece = epath.Path(model_dir) / "spiece.model"
-    out = export_xlnet(cfg, params, output_dir, spiece if spiece.exists() else None, has_head)
-    arch = "XLNetLMHeadModel" if has_head else "XLNetModel"
+    task = None
+    if (model_dir / "checkpoints").is_dir() and task_of is not None:
+        task = task_of(read_workdir_config(model_dir), params)
+    tokenizer = tokenizer_file_in(model_dir)
+    out = export_xlnet(cfg, params, output_dir, tokenizer, has_head, task)
+    arch = task.arch if task else "XLNetLMHeadModel" if has_head else "XLNetModel"
     return (
         f"wrote {out} ({arch}, n_layer={cfg.n_layer} d_model={cfg.d_model}; tokenizer: "
-        f"{'spiece.model' if spiece.exists() else 'none'})"
+        f"{tokenizer.name if tokenizer else 'none'})"
     )

@@ -15,7 +15,7 @@ from bert_jax.interop import hf, tf_ckpt
 from bert_jax.interop.pretrained import Pretrained
 from bert_jax.interop.task_heads import TaskHead, task_head
 from bert_jax.tasks import glue, ner
-from bert_jax.tokenization.byte_bpe import find_files as byte_bpe_files
+from bert_jax.tokenization.directory import tokenizer_file_in
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,9 +29,7 @@ def _init_vocab_and_case(init: str) -> tuple[epath.Path | None, bool | None]:
     """vocab.txt and lower-casing of an init checkpoint (HF dir, workdir or TF prefix)."""
     path = epath.Path(init)
     if path.is_dir() and not tf_ckpt.is_tf_checkpoint(path / "bert_model.ckpt"):
-        vocab = path / "vocab.txt"
-        vocab = vocab if vocab.exists() else byte_bpe_files(path)
-        return vocab, hf.guess_do_lower_case(path)
+        return tokenizer_file_in(path), hf.guess_do_lower_case(path)
     prefix = path / "bert_model.ckpt" if path.is_dir() else path
     vocab = prefix.parent / "vocab.txt"
     return (vocab if vocab.exists() else None), tf_ckpt.guess_do_lower_case(prefix)
@@ -95,3 +93,60 @@ def convert(
     task = tuned.head if tuned else None
     out = export_hf(pre.config, pre.params, output_dir, vocab, lower, task=task)
     return out, pre, task, vocab
+
+
+def convert_xlnet_any(init_checkpoint: str, output_dir: str) -> str:
+    """`bert-jax convert` of an XLNet directory or a workdir fine-tuned from one (its task head
+    as XLNetFor<Task>, with our label names)."""
+    from bert_jax.interop.xlnet import convert_xlnet, xlnet_task_head
+
+    def task_of(run: dict, params: dict) -> TaskHead | None:
+        return xlnet_task_head(run, params, init_checkpoint, *task_labels(run))
+
+    return convert_xlnet(init_checkpoint, output_dir, task_of)
+
+
+def convert_seq2seq(init_checkpoint: str, output_dir: str) -> str:
+    """`bert-jax convert` of a T5 directory or a seq2seq workdir (pretrained or fine-tuned
+    text-to-text: the whole model is T5ForConditionalGeneration) -> a T5 directory."""
+    from bert_jax.interop.seq2seq_load import load_seq2seq
+    from bert_jax.interop.t5 import export_t5
+
+    pre = load_seq2seq(init_checkpoint)
+    cfg = pre.config
+    out = export_t5(cfg, pre.params, output_dir, pre.spm_model, source=init_checkpoint)
+    return (
+        f"wrote {out} (T5ForConditionalGeneration, num_layers={cfg.num_layers} "
+        f"d_model={cfg.d_model}; tokenizer: {pre.spm_model.name if pre.spm_model else 'none'})"
+    )
+
+
+def convert_any(
+    init_checkpoint: str,
+    output_dir: str,
+    bert_config_file: str | None = None,
+    vocab_file: str | None = None,
+) -> list[str]:
+    """`bert-jax convert` of any checkpoint (BERT family, XLNet, T5; directory or workdir): the
+    lines it prints."""
+    from bert_jax.interop.model_kind import model_kind
+
+    kind = model_kind(init_checkpoint)
+    if kind in ("xlnet", "seq2seq"):  # XLNet / T5 dir or workdir -> its transformers class
+        for name, value in (("bert_config_file", bert_config_file), ("vocab_file", vocab_file)):
+            if value:
+                raise BertJaxError(
+                    f"--{name}: only for BERT-family checkpoints; {init_checkpoint} is {kind} "
+                    "(its own files are used)"
+                )
+        export = convert_xlnet_any if kind == "xlnet" else convert_seq2seq
+        return [export(init_checkpoint, output_dir)]
+    out, pre, task, vocab = convert(init_checkpoint, output_dir, bert_config_file, vocab_file)
+    heads = task.arch if task else ", ".join(pre.heads) or "none"
+    lines = [
+        f"wrote {out} (L={pre.config.num_hidden_layers} H={pre.config.hidden_size}; heads: {heads}"
+        f"; tokenizer: {vocab.name if vocab else 'none, pass --vocab_file'})"
+    ]
+    if pre.ignored:
+        lines.append(f"ignored {len(pre.ignored)} non-BERT variables, e.g. {pre.ignored[0]}")
+    return lines

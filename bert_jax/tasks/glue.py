@@ -16,12 +16,12 @@ import os
 import sys
 
 import numpy as np
-from etils import epath
 from scipy import stats
 from sklearn import metrics as skm
 
 from bert_jax.atomic_write import write_text_atomic
 from bert_jax.errors import BertJaxError
+from bert_jax.tasks.text_files import read_utf8
 from bert_jax.tasks.text_pairs import Tokenizer, encode_text_pair
 
 csv.field_size_limit(sys.maxsize)  # QQP/MNLI have long fields
@@ -132,17 +132,7 @@ def get_spec(name: str) -> GlueSpec:
 
 # ---- reading ------------------------------------------------------------------------------------
 def read_tsv(path: str) -> list[list[str]]:
-    if not epath.Path(path).exists():  # local or gs://
-        raise BertJaxError(f"{path}: no such file")
-    data = epath.Path(path).read_bytes()
-    try:
-        decoded = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise BertJaxError(
-            f"{path}: line {line}: not UTF-8 (byte 0x{data[e.start]:02x}; Latin-1?); convert it, "
-            "e.g. iconv -f LATIN1 -t UTF-8"
-        ) from None
+    decoded = read_utf8(path)  # local or gs://
     return list(csv.reader(io.StringIO(decoded, newline=""), delimiter="\t", quotechar=None))
 
 

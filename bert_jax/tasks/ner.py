@@ -18,12 +18,12 @@ import dataclasses
 import io
 
 import numpy as np
-from etils import epath
 from seqeval import metrics as sq
 from seqeval.scheme import IOB2
 
 from bert_jax.atomic_write import write_text_atomic
 from bert_jax.errors import BertJaxError
+from bert_jax.tasks.text_files import read_utf8
 from bert_jax.tasks.text_pairs import Tokenizer
 from bert_jax.tokenization.layout import layout_of
 
@@ -45,10 +45,8 @@ class Window:
 
 
 def read_conll(path: str, labels: tuple[str, ...] = LABELS) -> list[Sentence]:
-    if not epath.Path(path).exists():  # local or gs://
-        raise BertJaxError(f"{path}: no such file")
     sentences, words, tags = [], [], []
-    with io.StringIO(epath.Path(path).read_bytes().decode("utf-8"), newline=None) as f:
+    with io.StringIO(read_utf8(path), newline=None) as f:  # local or gs://
         for lineno, line in enumerate(f, start=1):
             cols = line.split()
             if not cols or cols[0] == "-DOCSTART-":

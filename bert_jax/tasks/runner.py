@@ -40,9 +40,14 @@ from bert_jax.tasks import feature_ner, text_to_text, xlnet_finetune
 from bert_jax.tasks.arrays import TrainBatches, eval_batches
 from bert_jax.tasks.jobs import make_job
 from bert_jax.tasks.run_setup import output_dir, run_config, run_mesh, write_json
-from bert_jax.tokenization import ByteBpeTokenizer, FullTokenizer
-from bert_jax.tokenization.byte_bpe import file_set_of, is_byte_bpe_file
+from bert_jax.tokenization.directory import (
+    LOOKED_FOR,
+    check_vocab_fits,
+    open_tokenizer,
+    tokenizer_file_set,
+)
 from bert_jax.train import loop
+from bert_jax.train.curves import write_curves
 from bert_jax.train.validate import check_finetune_config
 
 
@@ -56,12 +61,8 @@ def _tokenizer_and_weights(cfg):
     vocab = cfg.vocab_file or pre.vocab_file
     if not vocab:
         raise BertJaxError(
-            f"{cfg.init_checkpoint}: has no vocab.txt (nor vocab.json + merges.txt or "
-            "tokenizer.json); set --config.vocab_file"
+            f"{cfg.init_checkpoint}: has no tokenizer ({LOOKED_FOR}); set --config.vocab_file"
         )
-    lower = cfg.do_lower_case
-    if lower is None:
-        lower = True if pre.do_lower_case is None else pre.do_lower_case
     if cfg.max_seq_length > pre.config.max_sequence_length:
         offset = pre.config.position_offset
         raise BertJaxError(
@@ -69,14 +70,11 @@ def _tokenizer_and_weights(cfg):
             f"max_position_embeddings {pre.config.max_position_embeddings}"
             + (f" - position_offset {offset}" if offset else "")
         )
-    if is_byte_bpe_file(vocab):  # RoBERTa's byte-level BPE: cased, <s> A </s></s> B </s>
-        if cfg.do_lower_case:
-            raise BertJaxError(
-                f"config do_lower_case=True: {vocab} is a byte-level BPE vocab, which never "
-                "lower-cases; leave do_lower_case unset"
-            )
-        return ByteBpeTokenizer(str(vocab)), pre, False
-    return FullTokenizer(str(vocab), do_lower_case=lower), pre, lower
+    # vocab.txt / spiece.model follow do_lower_case (else the checkpoint's); RoBERTa's byte-level
+    # BPE and a tokenizer.json keep their own rule, and a contradicting setting is refused.
+    tokenizer = open_tokenizer(vocab, cfg.do_lower_case, "config do_lower_case", pre.do_lower_case)
+    check_vocab_fits(tokenizer, pre.config.vocab_size, cfg.init_checkpoint)
+    return tokenizer, pre, tokenizer.do_lower_case
 
 
 def _keep_tokenizer_files(vocab: Any, workdir: epath.Path) -> None:
@@ -84,9 +82,7 @@ def _keep_tokenizer_files(vocab: Any, workdir: epath.Path) -> None:
     an init_checkpoint for another fine-tuning (MNLI -> RTE) and a `convert` source."""
     if not vocab:
         return
-    vocab = epath.Path(vocab)
-    files = file_set_of(vocab) if is_byte_bpe_file(vocab) else {"vocab.txt": vocab}
-    for name, src in files.items():
+    for name, src in tokenizer_file_set(vocab).items():
         if not (workdir / name).exists():
             src.copy(workdir / name)
 
@@ -183,6 +179,7 @@ def run_once(cfg, job, pre, workdir: str | epath.Path) -> dict[str, float]:
     metrics["train_steps"] = float(cfg.train_steps)
     write_json(metrics, workdir / "eval_results.json")
     logging.info("%s: %s", workdir, metrics)
+    write_curves(workdir, final=metrics)  # the run's last lines: the PNG, the events
     return metrics
 
 
@@ -201,7 +198,9 @@ def _summary(runs: list[dict[str, float]]) -> dict[str, float]:
 def finetune(cfg, workdir: str | epath.Path) -> dict[str, float]:
     check_finetune_config(cfg)  # before loading weights and data
     if cfg.init_checkpoint and model_kind(cfg.init_checkpoint) == "seq2seq":
-        return text_to_text.finetune(cfg, workdir)
+        metrics = text_to_text.finetune(cfg, workdir)
+        write_curves(workdir, final=metrics)  # the run's last lines: the PNG, the events
+        return metrics
     tokenizer, pre, lower = _tokenizer_and_weights(cfg)
     job = make_job(cfg, do_lower_case=lower)
     if isinstance(pre, xlnet_finetune.XLNetPretrained):

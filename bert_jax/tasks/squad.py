@@ -117,10 +117,11 @@ def read_examples(
                 qid = str(_field(qa, "id", object, at))
                 ex = SquadExample(qid, _field(qa, "question", str, at), words)
                 ex.is_impossible = bool(version_2 and qa.get("is_impossible", False))
+                answers = answers_of(qa, f"{path}: question {qid}")  # dev: scored by them later
                 if is_training and not ex.is_impossible:
-                    if not qa.get("answers"):
-                        raise BertJaxError(f"{path}: question {qa['id']}: no answers")
-                    answer = qa["answers"][0]
+                    if not answers:
+                        raise BertJaxError(f"{path}: question {qid}: no answers")
+                    answer = answers[0]
                     problem = _locate_answer(ex, answer, context, char_to_word, skip_misaligned)
                     if problem:
                         if strict:
@@ -135,6 +136,18 @@ def read_examples(
             "skipped (answer_start outside the context, not a number, or misaligned)"
         )
     return examples, stats
+
+
+def answers_of(qa: dict, where: str) -> list[dict]:
+    """A question's `answers`: a list of {"text", "answer_start"} objects (absent: none)."""
+    answers = qa.get("answers", [])
+    if not isinstance(answers, list) or not all(isinstance(a, dict) for a in answers):
+        got = type(answers).__name__ if not isinstance(answers, list) else "list of non-objects"
+        raise BertJaxError(
+            f"{where}: 'answers' is a {got}, expected a list of "
+            '{"text": ..., "answer_start": ...} objects'
+        )
+    return answers
 
 
 def _field(obj: object, key: str, kind: type, where: str):

@@ -14,9 +14,9 @@ import dataclasses
 import io
 
 import numpy as np
-from etils import epath
 
 from bert_jax.errors import BertJaxError
+from bert_jax.tasks.text_files import read_utf8
 from bert_jax.tasks.text_pairs import Tokenizer, encode_text_pair
 
 NUM_CHOICES = 4
@@ -32,12 +32,11 @@ class SwagExample:
 
 
 def read_swag(path: str, has_label: bool = True) -> list[SwagExample]:
-    if not epath.Path(path).exists():  # local or gs://
-        raise BertJaxError(f"{path}: no such file")
+    text = read_utf8(path)  # local or gs://
     needed = ["sent1", "sent2", *(f"ending{i}" for i in range(NUM_CHOICES))]
     needed += ["label"] if has_label else []
     out = []
-    with io.StringIO(epath.Path(path).read_bytes().decode("utf-8"), newline="") as f:
+    with io.StringIO(text, newline="") as f:
         reader = csv.DictReader(f)
         missing = [c for c in needed if c not in (reader.fieldnames or [])]
         if missing:

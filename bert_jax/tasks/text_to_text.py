@@ -82,8 +82,9 @@ def squad_items(path: str) -> list[tuple[str, str, str, bool]]:
     for article in squad.load_dataset(path):
         for para in article.get("paragraphs", []):
             for qa in para.get("qas", []):
-                impossible = bool(qa.get("is_impossible", False)) or not qa.get("answers")
-                target = "" if impossible else qa["answers"][0]["text"]
+                answers = squad.answers_of(qa, f"{path}: question {qa.get('id')}")
+                impossible = bool(qa.get("is_impossible", False)) or not answers
+                target = "" if impossible else str(answers[0].get("text", ""))
                 text = f"question: {qa['question']} context: {para['context']}"
                 items.append((str(qa["id"]), text, target, impossible))
     return items

@@ -22,7 +22,11 @@ from bert_jax.interop.xlnet import read_xlnet_dir
 from bert_jax.model.xlnet import XLNetConfig
 from bert_jax.tasks import xlnet_layout
 from bert_jax.tasks.jobs import GlueJob, Split, SwagJob
-from bert_jax.tokenization.sentencepiece_tokenizer import XLNetTokenizer
+from bert_jax.tokenization.directory import (
+    check_vocab_fits,
+    open_xlnet_tokenizer,
+    tokenizer_file_in,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,26 +36,30 @@ class XLNetPretrained:
     config: XLNetConfig
     params: dict  # {"transformer": encoder}
     source: str
+    vocab_file: epath.Path | None = None  # spiece.model or tokenizer.json, kept in the workdir
 
     def workdir_config(self) -> dict[str, Any]:
         return {"xlnet": self.config.to_hf()}
 
 
-def load(cfg) -> tuple[XLNetTokenizer, XLNetPretrained, bool]:
+def load(cfg) -> tuple[Any, XLNetPretrained, bool]:
     """(tokenizer, weights, do_lower_case) of `cfg.init_checkpoint`, an XLNet directory."""
     path = epath.Path(cfg.init_checkpoint)
     if cfg.get("feature_based", False) or cfg.get("bilstm_size", 0):
         what = "feature_based" if cfg.get("feature_based", False) else "bilstm_size"
         raise BertJaxError(f"config {what}: not built for XLNet ({path} is an XLNet directory)")
-    spiece = epath.Path(cfg.vocab_file) if cfg.vocab_file else path / "spiece.model"
-    if not spiece.exists():
-        raise BertJaxError(f"{spiece}: no such file (XLNet's sentencepiece model; set vocab_file)")
+    spiece = epath.Path(cfg.vocab_file) if cfg.vocab_file else tokenizer_file_in(path)
+    if spiece is None or not spiece.exists():
+        raise BertJaxError(
+            f"{spiece or path / 'spiece.model'}: no such file (XLNet's sentencepiece model or "
+            "tokenizer.json; set vocab_file)"
+        )
     config, params, _ = read_xlnet_dir(path)
-    lower = cfg.do_lower_case
-    if lower is None:
-        lower = bool(hf.guess_do_lower_case(path))  # XLNet's releases are cased
-    pre = XLNetPretrained(config, {"transformer": params["transformer"]}, str(path))
-    return XLNetTokenizer(spiece, do_lower_case=lower), pre, lower
+    # XLNet's releases are cased: unset means the directory's setting, else cased.
+    tokenizer = open_xlnet_tokenizer(spiece, cfg.do_lower_case, hf.guess_do_lower_case(path))
+    check_vocab_fits(tokenizer, config.vocab_size, path)
+    pre = XLNetPretrained(config, {"transformer": params["transformer"]}, str(path), spiece)
+    return tokenizer, pre, tokenizer.do_lower_case
 
 
 class XLNetLayoutJob:
@@ -66,7 +74,7 @@ class XLNetLayoutJob:
     def __getattr__(self, name: str) -> Any:  # num_train_examples, stats, headline, ...
         return getattr(self.job, name)
 
-    def load(self, tokenizer: XLNetTokenizer) -> None:
+    def load(self, tokenizer: Any) -> None:
         self.job.load(tokenizer)
         self.train, _ = xlnet_layout.relayout(self.job.train)
         self.evals = [self._moved(s) for s in self.job.evals]

@@ -1,0 +1,125 @@
+"""`JsonTokenizer`: a Hugging Face `tokenizer.json` (WordPiece or Unigram) run as it is by
+`tokenizers`, behind the FullTokenizer interface.
+
+transformers v5 saves BERT, ELECTRA and DistilBERT tokenizers as tokenizer.json alone (no
+vocab.txt) and ALBERT's, XLNet's and T5's without spiece.model, so a directory it writes may hold
+nothing else. The file's own normaliser and pre-tokeniser are kept (its lower-casing included:
+`do_lower_case` reports it); its post-processor, truncation and padding are dropped, because the
+tasks place the special tokens themselves (`layout`, chosen from the special tokens the
+vocabulary holds: [CLS]/[SEP] as BERT and ALBERT, <cls>/<sep> as XLNet). Byte-level BPE files
+(RoBERTa) are `ByteBpeTokenizer`'s.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import os
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from etils import epath
+from tokenizers import Tokenizer
+
+from bert_jax.errors import BertJaxError
+from bert_jax.tokenization import layout as layout_lib
+from bert_jax.tokenization.lookups import VocabLookups
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+MODEL_TYPES = ("WordPiece", "Unigram")
+
+
+def _lowercases(node: Any) -> bool:
+    """Whether a normalizer (JSON) lower-cases: a Lowercase step or BertNormalizer(lowercase)."""
+    if isinstance(node, dict):
+        if node.get("type") == "Lowercase":
+            return True
+        if node.get("type") == "BertNormalizer" and node.get("lowercase"):
+            return True
+        return any(_lowercases(v) for v in node.values())
+    if isinstance(node, list):
+        return any(_lowercases(v) for v in node)
+    return False
+
+
+def read_tokenizer_json(path: epath.Path) -> dict:
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise BertJaxError(f"{path}: tokenizer file not found") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise BertJaxError(f"{path}: not a tokenizers JSON file ({e})") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("model"), dict):
+        raise BertJaxError(f"{path}: not a tokenizers JSON file (no model)")
+    return raw
+
+
+class JsonTokenizer(VocabLookups):
+    """`JsonTokenizer("dir/tokenizer.json")`: tokenize / encode / encode_batch / convert_* /
+    vocab / inv_vocab / pieces_to_text, as FullTokenizer."""
+
+    def __init__(self, path: str | os.PathLike):
+        p = epath.Path(path)
+        self.vocab_file = str(p)
+        raw = read_tokenizer_json(p)
+        model_type = raw["model"].get("type")
+        if model_type not in MODEL_TYPES:
+            raise BertJaxError(
+                f"{p}: a {model_type} tokenizer; tokenizer.json is read for "
+                f"{' and '.join(MODEL_TYPES)} models (byte-level BPE as RoBERTa's)"
+            )
+        try:
+            self.backend = Tokenizer.from_str(json.dumps(raw))
+        except Exception as e:  # tokenizers raises a bare Exception on a malformed file
+            raise BertJaxError(f"{p}: not a tokenizers JSON file ({e})") from None
+        self.backend.post_processor = None
+        self.backend.no_truncation()
+        self.backend.no_padding()
+        self.do_lower_case = _lowercases(raw.get("normalizer"))
+        vocab = self.backend.get_vocab(with_added_tokens=True)
+        self.vocab = collections.OrderedDict(sorted(vocab.items(), key=lambda kv: kv[1]))
+        self.inv_vocab = {i: t for t, i in self.vocab.items()}
+        unk = raw["model"].get("unk_token")
+        if model_type == "Unigram" and raw["model"].get("unk_id") is not None:
+            unk = self.inv_vocab.get(int(raw["model"]["unk_id"]))
+        self.layout = self._layout(p, unk)
+        self.unk_id = self.vocab.get(self.layout.unk, 0)
+
+    def _layout(self, p: epath.Path, unk: str | None) -> layout_lib.SpecialLayout:
+        for base in (layout_lib.BERT, layout_lib.XLNET):
+            if base.cls in self.vocab and base.sep in self.vocab:
+                pad = next((t for t in ("[PAD]", "<pad>") if t in self.vocab), None)
+                return dataclasses.replace(base, unk=unk or base.unk, pad=pad)
+        raise BertJaxError(
+            f"{p}: the vocabulary has neither [CLS] and [SEP] (BERT, ALBERT) nor <cls> and <sep> "
+            "(XLNet)"
+        )
+
+    def __len__(self) -> int:
+        return len(self.vocab)
+
+    @staticmethod
+    def _text(text: str | bytes) -> str:
+        if isinstance(text, bytes):
+            return text.decode("utf-8", errors="ignore")
+        return _SURROGATE.sub("\ufffd", text)  # `tokenizers` takes only valid Unicode
+
+    def encode(self, text: str | bytes) -> list[int]:
+        return self.backend.encode(self._text(text), add_special_tokens=False).ids
+
+    def tokenize(self, text: str | bytes) -> list[str]:
+        return self.convert_ids_to_tokens(self.encode(text))
+
+    def encode_batch(self, texts: Sequence[str | bytes]) -> list[list[int]]:
+        """Token ids of each text (no special tokens); runs in parallel in Rust."""
+        inputs = [self._text(t) for t in texts]
+        return [e.ids for e in self.backend.encode_batch_fast(inputs, add_special_tokens=False)]
+
+    def decode(self, ids: Iterable[int]) -> str:
+        return self.backend.decode([int(i) for i in ids], skip_special_tokens=False)
+
+    def pieces_to_text(self, pieces: Sequence[str]) -> str:
+        """The text a run of pieces spells (SQuAD answers from predicted pieces)."""
+        return self.decode(self.convert_tokens_to_ids(pieces)).strip()
