@@ -78,11 +78,12 @@ def check_max_new_tokens(
     most = memory // 2 // per_token
     if settings.max_new_tokens > most:
         need = per_token * settings.max_new_tokens / 2**30
+        fix = (f"use --max_new_tokens={most} or less, or fewer rows" if most >= 1
+               else "use fewer rows")  # fmt: skip
         raise BertJaxError(
             f"--max_new_tokens={settings.max_new_tokens}: the decoding cache of {rows} rows "
             f"(--batch_size x --num_beams) would take {need:,.1f} GiB, more than half of this "
-            f"device's {memory / 2**30:.1f} GiB; use --max_new_tokens={most} or less (or a "
-            "smaller --batch_size)"
+            f"device's {memory / 2**30:.1f} GiB; {fix}"
         )
 
 
