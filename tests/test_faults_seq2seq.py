@@ -16,7 +16,7 @@ from bert_jax.errors import BertJaxError
 
 
 # ---- a failed checkpoint save names itself and the steps that are intact ----------------------
-@pytest.mark.parametrize("async_save", [False, True])
+@pytest.mark.parametrize("async_save", [False, True], ids=["sync", "async"])
 def test_failed_save_names_its_own_step_and_the_intact_ones(tmp_path, monkeypatch, async_save):
     """A T5 run (synchronous saves) on a full disk said "saving checkpoint step 2 failed; intact
     checkpoints: none" when step 2 was intact and the save of step 4 failed."""
