@@ -125,3 +125,51 @@ def test_compile_without_the_tpu_extra_names_the_install_command(tmp_path):
     assert "pip install 'bert-jax[tpu]'" in r.stderr and "pip install -e '.[tpu]'" in r.stderr
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert any(d.startswith("jax[tpu]") for d in extras["optional-dependencies"]["tpu"])
+
+
+# ---- curves at the end of every run ---------------------------------------------------------
+def _ends_with_curves(out: str, workdir) -> None:
+    """The run's last two lines: the PNG (an image of the curves) and how to open the events."""
+    import matplotlib.image
+
+    last = out.strip().splitlines()[-2:]
+    png = pathlib.Path(workdir) / "curves.png"
+    assert last[0] == f"curves (loss, accuracy, held-out evaluations): {png}", out
+    tb = pathlib.Path(workdir) / "tensorboard"
+    assert last[1].endswith(f"pip install tensorboard && tensorboard --logdir {tb}"), out
+    assert any(tb.glob("events.out.tfevents.*"))
+    image = matplotlib.image.imread(png)
+    assert image.shape[0] > 200 and image.shape[1] > 400
+
+
+def test_pretraining_run_ends_with_its_curves_png(small_vocab, tmp_path, capsys):
+    """Only the demo used to draw a loss curve; every pretraining workdir now has curves.png."""
+    from bert_jax.data.pipeline import create_pretraining_data
+    from bert_jax.runs.pretrain import run_pretraining
+    from bert_jax.train.config import pretrain_config
+
+    vocab = str(small_vocab / "vocab" / "vocab.txt")
+    shards = tmp_path / "shards"
+    create_pretraining_data(str(small_vocab / "corpus.txt"), str(shards), vocab, dupe_factor=1,
+                            max_seq_length=32, max_predictions_per_seq=5)  # fmt: skip
+    c = pretrain_config("L1-H32-A2")
+    c.update(dict(dtype="float32", train_files=str(shards / "shard-*.tfrecord"), vocab_file=vocab,
+                  max_seq_length=32, max_predictions_per_seq=5, global_batch_size=8,
+                  train_steps=3, warmup_steps=1, log_every_steps=1))  # fmt: skip
+    c.mesh.data, c.mesh.fsdp, c.mesh.tensor = 1, 1, 1
+    run_pretraining(c, str(tmp_path / "w"))
+    _ends_with_curves(capsys.readouterr().out, tmp_path / "w")
+
+
+def test_finetuning_run_ends_with_its_curves_png(tiny_hf_dir, tmp_path, capsys):
+    from bert_jax.configs import glue
+    from bert_jax.tasks import runner
+
+    cfg = glue.get_config("mrpc")
+    cfg.update(dict(init_checkpoint=str(tiny_hf_dir), do_lower_case=True, max_seq_length=32,
+                    data_dir=str(ROOT / "tests" / "fixtures" / "tasks" / "glue" / "mrpc"),
+                    train_batch_size=8, eval_batch_size=8, num_train_epochs=1.0,
+                    log_every_steps=1, num_devices=1))  # fmt: skip
+    results = runner.finetune(cfg, str(tmp_path))
+    _ends_with_curves(capsys.readouterr().out, tmp_path)
+    assert "accuracy" in results

@@ -45,6 +45,16 @@ def _init_params_fn(path: str, bert_config: BertConfig) -> Callable[[Any], Any]:
 
 
 def run_pretraining(config: Any, workdir: str, batches: Any = None) -> TrainResult:
+    """Pretrain (BERT family or T5) into `workdir`; its last lines say where the curves' PNG is
+    and how to open the TensorBoard events (bert_jax.train.curves)."""
+    from bert_jax.train.curves import write_curves
+
+    result = _pretrain(config, workdir, batches)
+    write_curves(workdir)
+    return result
+
+
+def _pretrain(config: Any, workdir: str, batches: Any = None) -> TrainResult:
     check_shard_objective(config)  # shards of another objective: named before any other check
     if is_seq2seq(config.get("objective", "")):  # T5 (bert_jax/configs/t5.py)
         from bert_jax.runs.seq2seq_pretrain import run_seq2seq_pretraining
