@@ -145,7 +145,7 @@ def test_xlnet_config_vocab_smaller_than_its_spiece_model_is_refused(xlnet_dir, 
     (tmp_path / "in.txt").write_text("a line\n")
     want = f"^{tmp_path}: config vocab_size 500 is smaller than its tokenizer's 600 ids"
     with pytest.raises(BertJaxError, match=want):
-        extract_xlnet_to_file(tmp_path, tmp_path / "in.txt", tmp_path / "out.jsonl")
+        extract_xlnet_to_file(tmp_path, tmp_path / "in.txt", tmp_path / "out.jsonl", [-1])
     assert not (tmp_path / "out.jsonl").exists()
     ft = finetune_config("glue")
     ft.init_checkpoint, ft.max_seq_length = str(tmp_path), 32
@@ -155,15 +155,18 @@ def test_xlnet_config_vocab_smaller_than_its_spiece_model_is_refused(xlnet_dir, 
 
 def test_convert_names_an_encoder_decoder_transformers_cannot_hold(tmp_path):
     """A seq2seq workdir of our own Transformer layout (not T5's) converts to nothing: the line
-    names what differs (was: "has no 'bert' model config")."""
-    from bert_jax.interop.t5 import export_t5
+    names what differs, before the checkpoint is read (was: "has no 'bert' model config")."""
     from bert_jax.model.seq2seq import Seq2SeqConfig
+    from bert_jax.runs.export import convert_any
 
     cfg = Seq2SeqConfig(vocab_size=64, d_model=16, d_kv=8, d_ff=32, num_layers=1, num_heads=2,
                         family="transformer", position="sinusoidal", norm="layer_post",
                         use_bias=True)  # fmt: skip
-    with pytest.raises(BertJaxError, match=r"^runs/tx: transformers has no class for this enc"):
-        export_t5(cfg, {}, tmp_path / "out", source="runs/tx")
+    work = tmp_path / "tx"
+    (work / "checkpoints").mkdir(parents=True)
+    (work / "config.json").write_text(json.dumps({"seq2seq": cfg.to_dict()}))
+    with pytest.raises(BertJaxError, match=rf"^{work}: transformers has no class for this enc"):
+        convert_any(str(work), str(tmp_path / "out"))
     assert not (tmp_path / "out").exists()
 
 

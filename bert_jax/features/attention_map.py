@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+import jax
 import numpy as np
 
 from bert_jax.atomic_write import open_atomic
@@ -34,10 +35,14 @@ def attention_probs(
             f"{len(tokens)} tokens > max_position_embeddings {config.max_position_embeddings}"
         )
     ids_1xL = np.asarray([tokenizer.convert_tokens_to_ids(tokens)], np.int32)
-    out = BertModel(config, add_pooling_layer=False).apply(
-        {"params": params}, ids_1xL, None, np.asarray([segments], np.int32), output_attentions=True
-    )
-    return tokens, np.stack([np.asarray(p[0], np.float32) for p in out.attentions])
+    model = BertModel(config, add_pooling_layer=False)
+
+    @jax.jit  # one program: op-by-op dispatch compiles every op of the model on its own
+    def run(p, ids, seg):
+        return model.apply({"params": p}, ids, None, seg, output_attentions=True).attentions
+
+    attentions = run(params, ids_1xL, np.asarray([segments], np.int32))
+    return tokens, np.stack([np.asarray(p[0], np.float32) for p in attentions])
 
 
 def plot_attention(

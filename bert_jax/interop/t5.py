@@ -117,13 +117,8 @@ def read_t5_dir(path: epath.PathLike) -> tuple[Seq2SeqConfig, dict]:
     return cfg, params
 
 
-def export_t5(
-    cfg: Seq2SeqConfig, params: dict, output_dir: str | os.PathLike,
-    spm_model: str | os.PathLike | None = None, source: str | os.PathLike = "export_t5",
-) -> epath.Path:  # fmt: skip
-    """Write a directory transformers' T5ForConditionalGeneration loads (config.json last)."""
-    from safetensors.numpy import save
-
+def check_t5_layout(cfg: Seq2SeqConfig, source: str | os.PathLike) -> None:
+    """transformers' T5 classes hold only T5's layout; name what differs."""
     wanted = {"family": "t5", "position": "relative", "norm": "rms_pre", "use_bias": False}
     differ = [f"{k}={getattr(cfg, k)!r}" for k, v in wanted.items() if getattr(cfg, k) != v]
     if differ:
@@ -131,6 +126,16 @@ def export_t5(
             f"{source}: transformers has no class for this encoder-decoder ({', '.join(differ)});"
             " only T5's layout (family 't5': relative positions, RMS pre-norm, no biases) exports"
         )
+
+
+def export_t5(
+    cfg: Seq2SeqConfig, params: dict, output_dir: str | os.PathLike,
+    spm_model: str | os.PathLike | None = None, source: str | os.PathLike = "export_t5",
+) -> epath.Path:  # fmt: skip
+    """Write a directory transformers' T5ForConditionalGeneration loads (config.json last)."""
+    from safetensors.numpy import save
+
+    check_t5_layout(cfg, source)
     params = unstack_seq2seq(params)
     params = params.get("params", params)
     tensors = {}

@@ -109,9 +109,15 @@ def convert_xlnet_any(init_checkpoint: str, output_dir: str) -> str:
 def convert_seq2seq(init_checkpoint: str, output_dir: str) -> str:
     """`bert-jax convert` of a T5 directory or a seq2seq workdir (pretrained or fine-tuned
     text-to-text: the whole model is T5ForConditionalGeneration) -> a T5 directory."""
+    from bert_jax.checkpoint import read_workdir_config
     from bert_jax.interop.seq2seq_load import load_seq2seq
-    from bert_jax.interop.t5 import export_t5
+    from bert_jax.interop.t5 import check_t5_layout, export_t5
+    from bert_jax.model.seq2seq import Seq2SeqConfig
 
+    path = epath.Path(init_checkpoint)
+    if (path / "checkpoints").is_dir():  # before restoring: what transformers cannot hold
+        record = read_workdir_config(path).get("seq2seq") or {}
+        check_t5_layout(Seq2SeqConfig.from_dict(record, str(path / "config.json")), path)
     pre = load_seq2seq(init_checkpoint)
     cfg = pre.config
     out = export_t5(cfg, pre.params, output_dir, pre.spm_model, source=init_checkpoint)
