@@ -106,13 +106,14 @@ def _read_lines(path: str) -> list[str]:
 def _causal_rows(lines: list[str], settings):
     from bert_jax.decoding.causal_lm import generate_causal_lines
     from bert_jax.interop import load_pretrained
-    from bert_jax.tokenization import FullTokenizer
+    from bert_jax.tokenization.directory import check_vocab_fits, open_tokenizer
 
     pretrained = load_pretrained(FLAGS.init_checkpoint)
     if not pretrained.vocab_file:
         raise BertJaxError(f"{FLAGS.init_checkpoint}: no vocab.txt next to the causal BERT")
-    lower = True if pretrained.do_lower_case is None else pretrained.do_lower_case
-    tokenizer = FullTokenizer(str(pretrained.vocab_file), do_lower_case=lower)
+    # vocab.txt, or the tokenizer.json transformers v5 saves alone
+    tokenizer = open_tokenizer(pretrained.vocab_file, None, default_lower=pretrained.do_lower_case)
+    check_vocab_fits(tokenizer, pretrained.config.vocab_size, FLAGS.init_checkpoint)
     return generate_causal_lines(pretrained, tokenizer, lines, settings, FLAGS.batch_size,
                                  FLAGS.max_input_length, FLAGS.seed)  # fmt: skip
 
