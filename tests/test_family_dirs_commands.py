@@ -282,6 +282,7 @@ def _check_finetune(family: str, d: pathlib.Path, tmp: pathlib.Path) -> None:
         assert [first[i] for i in range(len(sent))] == [p for _, _, p in sent]
 
 
+@pytest.mark.slow  # ~12 s a family on 2 busy cores, 8 of them XLA compiling the fine-tuning steps
 @pytest.mark.parametrize("family", FAMILIES)
 def test_family_directory_through_every_command(family, family_dir, tmp_path):
     d = family_dir(family)

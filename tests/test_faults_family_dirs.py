@@ -79,19 +79,27 @@ def test_albert_directory_loads_its_tokenizer(albert_dirs, which):
     assert lower and tokenizer.encode(TEXT) == want
 
 
-def test_albert_directory_through_the_extract_features_command(albert_dirs, tmp_path):
-    """The issue's run, as a user types it; and --max_seq_length of 2 or less, which gave a
-    traceback (3 works), is one line naming the flag before the model is read."""
-    (tmp_path / "in.txt").write_text(TEXT + "\nA second line. ||| And its pair.\n")
-    args = [f"--input_file={tmp_path / 'in.txt'}", f"--output_file={tmp_path / 'out.jsonl'}",
-            f"--init_checkpoint={albert_dirs['hub']}", "--layers=-1"]  # fmt: skip
-    r = _cli("extract-features", *args, "--max_seq_length=2")
+def test_extract_features_max_seq_length_of_two_is_one_line(tmp_path):
+    """Was a traceback (3 works): now one line naming the flag, before the model is read."""
+    (tmp_path / "in.txt").write_text(TEXT + "\n")
+    r = _cli("extract-features", f"--input_file={tmp_path / 'in.txt'}",
+             f"--output_file={tmp_path / 'out.jsonl'}", f"--init_checkpoint={tmp_path / 'none'}",
+             "--max_seq_length=2")  # fmt: skip
     assert r.returncode == 2 and r.stderr.strip() == (
         "bert-jax: error: --max_seq_length=2: must be >= 3 (two special tokens and one token)"
     )
     assert not (tmp_path / "out.jsonl").exists()
-    r = _cli("extract-features", *args, "--max_seq_length=3")
-    assert r.returncode == 0, r.stderr
+
+
+def test_albert_directory_through_extract_features(albert_dirs, tmp_path):
+    """The issue's run (was: "no vocab.txt"), at the smallest --max_seq_length, with a pair."""
+    from bert_jax.features.commands import extract_features
+
+    (tmp_path / "in.txt").write_text(TEXT + "\nA second line. ||| And its pair.\n")
+    args = (str(albert_dirs["hub"]), tmp_path / "in.txt", tmp_path / "out.jsonl", [-1])
+    with pytest.raises(BertJaxError, match="^--max_seq_length=1: must be >= 3"):
+        extract_features(*args, 1, 8)
+    assert extract_features(*args, 3, 8) == 2
     rows = [json.loads(x) for x in (tmp_path / "out.jsonl").read_text().splitlines()]
     assert [[t["token"] for t in row["features"]] for row in rows] == [
         ["[CLS]", rows[0]["features"][1]["token"], "[SEP]"],

@@ -42,7 +42,7 @@ def main(argv: list[str]) -> None:
             raise BertJaxError(f"--{name} is required")
     if FLAGS.batch_size < 1:
         raise BertJaxError(f"--batch_size={FLAGS.batch_size}: must be >= 1")
-    if FLAGS.max_seq_length < 3:  # [CLS] and [SEP] leave no room for a token
+    if FLAGS.max_seq_length < 3:  # [CLS] and [SEP] leave no room for a token (as extract.py)
         raise BertJaxError(
             f"--max_seq_length={FLAGS.max_seq_length}: must be >= 3 (two special tokens and one "
             "token)"

@@ -28,9 +28,10 @@ def extract_features(
     vocab_file: str | None = None,
 ) -> int:
     """Write the reference's JSON lines for `input_file`; the number of examples."""
-    from bert_jax.features.extract import extract_to_file
+    from bert_jax.features.extract import check_seq_length, extract_to_file
     from bert_jax.features.loading import load_encoder
 
+    check_seq_length(max_seq_length, 0, [])  # before the model is read
     kind = model_kind(init_checkpoint)
     if kind == "seq2seq":
         raise BertJaxError(
