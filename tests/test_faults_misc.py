@@ -4,6 +4,7 @@ workdir."""
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import re
@@ -173,3 +174,19 @@ def test_finetuning_run_ends_with_its_curves_png(tiny_hf_dir, tmp_path, capsys):
     results = runner.finetune(cfg, str(tmp_path))
     _ends_with_curves(capsys.readouterr().out, tmp_path)
     assert "accuracy" in results
+
+
+# ---- the demo -------------------------------------------------------------------------------
+def test_demo_workdir_trained_with_nsp_is_retrained_masked_lm_only(tmp_path):
+    """A workdir from before `--objective` (masked LM + NSP) keeps its corpus, vocab and shards;
+    only the pretraining is redone for the masked-LM-only default."""
+    from bert_jax.runs.demo_workdir import SETTINGS_FILE, refresh_workdir
+
+    old = {"corpus": "embedded", "corpus_mb": 3.0, "vocab_size": 2000, "max_seq_length": 64,
+           "train_steps": 3000}  # fmt: skip
+    (tmp_path / "data" / "vocab").mkdir(parents=True)
+    (tmp_path / "data" / SETTINGS_FILE).write_text(json.dumps(old))
+    (tmp_path / "pretrain" / "checkpoints").mkdir(parents=True)
+    changed, rebuilt = refresh_workdir(tmp_path, {**old, "objective": "mlm"})
+    assert changed == {"objective": ("mlm_nsp", "mlm")} and rebuilt == ["pretraining"]
+    assert (tmp_path / "data" / "vocab").exists() and not (tmp_path / "pretrain").exists()

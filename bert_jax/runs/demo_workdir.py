@@ -13,9 +13,10 @@ SETTINGS_FILE = "demo_settings.json"
 # What each flag shapes, in pipeline order: changing it rebuilds these and everything after.
 STAGES = ("corpus", "vocab", "shards", "pretraining")
 _FIRST_STAGE = {"corpus": "corpus", "corpus_mb": "corpus", "vocab_size": "vocab",
-                "max_seq_length": "shards", "train_steps": "pretraining"}  # fmt: skip
+                "max_seq_length": "shards", "train_steps": "pretraining",
+                "objective": "pretraining"}  # fmt: skip
 # Settings added after workdirs were recorded without them: what those workdirs were built with.
-_RECORDED_BEFORE = {"corpus": "embedded"}
+_RECORDED_BEFORE = {"corpus": "embedded", "objective": "mlm_nsp"}
 
 
 def _stage_paths(root: pathlib.Path) -> dict[str, list[pathlib.Path]]:
