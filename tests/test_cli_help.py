@@ -72,7 +72,7 @@ def test_help_lists_config_fields_with_defaults_and_meaning(helps, name):
 def test_help_shows_the_given_configs_values(helps):
     out = helps["pretrain_cpu"][1]
     assert "config fields of pretrain_cpu.py" in out
-    assert re.search(r"--config\.max_seq_length=None +None: the shards'", out)
+    assert re.search(r"--config\.max_seq_length=None +tokens per sequence; None: the shards'", out)
     assert "--config.global_batch_size=32" in out and "--config.train_steps=3000" in out
 
 

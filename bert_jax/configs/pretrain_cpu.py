@@ -32,8 +32,8 @@ def get_config(preset: str = "tiny") -> ml_collections.ConfigDict:
     # Unset: create-pretraining-data's defaults (128, 20) and the demo's shards (64, 10) both
     # work; a value given on the command line is checked against the shards.
     unset = ml_collections.FieldReference
-    c.max_seq_length = unset(None, field_type=int)  # None: the shards'
-    c.max_predictions_per_seq = unset(None, field_type=int)  # None: the shards'
+    c.max_seq_length = unset(None, field_type=int)  # tokens per sequence; None: the shards'
+    c.max_predictions_per_seq = unset(None, field_type=int)  # masks per sequence; None: the shards'
     c.global_batch_size = 32
     c.train_steps = 3000
     c.warmup_steps = 100
