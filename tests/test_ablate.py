@@ -306,8 +306,9 @@ def test_a_workdir_made_at_other_settings_is_refused(tmp_path):
     assert settings["learning_rate"] == scale.learning_rate and "finetune_lr" not in settings
     with pytest.raises(BertJaxError, match=r"settings.json: .*learning_rate=0.001 \(now 0.0005\)"):
         Harness(str(tmp_path), dataclasses.replace(scale, learning_rate=5e-4))
-    with pytest.raises(BertJaxError, match=r"tasks=\{\} \(now \{'sst2': '/data/sst2'\}\)"):
-        Harness(str(tmp_path), scale, tasks={"sst2": "/data/sst2"})
+    sst2 = str(pathlib.Path(__file__).parent / "fixtures/reference_tasks/glue/sst2")  # a real one
+    with pytest.raises(BertJaxError, match=r"tasks=\{\} \(now \{'sst2': '.*sst2'\}\)"):
+        Harness(str(tmp_path), scale, tasks={"sst2": sst2})
     settings.pop("suite_version")  # a workdir from before the suite's version was recorded
     (tmp_path / "settings.json").write_text(json.dumps(settings))
     with pytest.raises(BertJaxError, match=rf"suite_version=None \(now {suite.VERSION}\)"):

@@ -256,7 +256,7 @@ def small_disk(tmp_path):
 def test_orbax_failures_in_their_own_process():
     """Runs the tests marked `orbax_failure` in a fresh pytest process (see its comment)."""
     env = dict(os.environ, **{_IN_ITS_OWN_PROCESS: "1"})
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider",
                         pathlib.Path(__file__).name, "-k", "corrupt or flipped or deleted or disk"],
                        cwd=pathlib.Path(__file__).parent, env=env, capture_output=True, text=True,
                        timeout=900)  # fmt: skip
