@@ -10,15 +10,18 @@ cache (ours: `Seq2SeqGenerator`, timed after a compile run; theirs: `model.gener
 generated tokens/s. Weights: a random T5ForConditionalGeneration exported by transformers and
 loaded by bert-jax (`bert_jax.interop.t5`), so both sides compute the same function.
 
-One run (2026-11-23, 2 CPU cores shared with other jobs at load average ~15, so absolute numbers
-are noise; jax 0.10.2, torch 2.13.0 with 2 threads, transformers 5.23.0), `--batch 4 --inputs 64
---targets 16 --train_steps 3 --new_tokens 16`:
+Three runs (2026-11-26, commit 83a2ebd, 2 idle x86-64 cores; jax 0.10.2, torch 2.13.0 with 2
+threads, transformers 5.24.0), `--batch 4 --inputs 64 --targets 16 --train_steps 3
+--new_tokens 16`:
 
-  |                        | train tokens/s | greedy decode tokens/s |
-  | bert-jax (JAX/Flax)    |           35.9 |                   41.5 |
-  | transformers (PyTorch) |           11.9 |                    1.2 |
-  | ours / theirs          |          3.02x |                 34.20x |
-  greedy outputs identical for 4/4 inputs
+  |                        | train tokens/s  | greedy decode tokens/s |
+  | bert-jax (JAX/Flax)    |   574.4 - 613.6 |          344.1 - 356.0 |
+  | transformers (PyTorch) |   560.2 - 583.1 |          157.7 - 175.3 |
+  | ours / theirs          |    1.02 - 1.05x |            2.00 - 2.23x |
+  greedy outputs identical for 4/4 inputs in each run
+
+(An earlier run on a machine loaded to ~15 on 2 cores showed 3.0x and 34x: the load slowed
+PyTorch far more.)
 """
 
 from __future__ import annotations
