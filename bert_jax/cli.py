@@ -22,6 +22,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     ),
     "pretrain": ("pretrain", "sharded pretraining from TFRecord shards"),
     "finetune": ("finetune", "fine-tune and evaluate on GLUE, SQuAD, CoNLL-2003 NER, SWAG"),
+    "distill-data": (
+        "distill_data",
+        "a fine-tuned teacher labels task and transfer text -> TFRecord shards",
+    ),
     "extract-features": ("extract_features", "contextual embeddings as JSON lines (reference)"),
     "attention-map": ("attention_map", "PNG heatmap of one layer and head for a sentence"),
     "convert": ("convert", "Hugging Face dir or Google TF checkpoint -> Hugging Face dir"),

@@ -19,7 +19,12 @@ from absl import flags
 from bert_jax import config_files
 
 # The config whose fields `--help` lists when no --config is given.
-DEFAULT_CONFIGS = {"pretrain": "pretrain.py", "compile": "pretrain.py", "finetune": "glue.py"}
+DEFAULT_CONFIGS = {
+    "pretrain": "pretrain.py",
+    "compile": "pretrain.py",
+    "finetune": "glue.py",
+    "distill-data": "glue.py",
+}
 # Fine-tuning: the other task families' configs add their own keys.
 _FAMILY_CONFIGS = ("squad.py", "ner.py", "swag.py")
 _KEY = re.compile(r"^\s*c\.([\w.]+)\s*=(?!=)")

@@ -22,6 +22,7 @@ does the same for the one configured point.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 from typing import Any
@@ -38,6 +39,7 @@ from bert_jax.interop.model_kind import model_kind
 from bert_jax.interop.xlnet import is_xlnet_dir
 from bert_jax.tasks import feature_ner, text_to_text, xlnet_finetune
 from bert_jax.tasks.arrays import TrainBatches, eval_batches
+from bert_jax.tasks.distill.student_setup import Distillation
 from bert_jax.tasks.jobs import make_job
 from bert_jax.tasks.run_setup import output_dir, run_config, run_mesh, write_json
 from bert_jax.tokenization.directory import (
@@ -58,6 +60,7 @@ def _tokenizer_and_weights(cfg):
         return xlnet_finetune.load(cfg)
     step = cfg.get("init_checkpoint_step") or None
     pre = load_pretrained(cfg.init_checkpoint, vocab_file=cfg.vocab_file or None, step=step)
+    pre = _bottom_layers(pre, cfg.get("init_num_layers", 0))
     vocab = cfg.vocab_file or pre.vocab_file
     if not vocab:
         raise BertJaxError(
@@ -77,6 +80,18 @@ def _tokenizer_and_weights(cfg):
     return tokenizer, pre, tokenizer.do_lower_case
 
 
+def _bottom_layers(pre, n: int):
+    """The checkpoint with only its bottom `n` encoder layers (0: all): a compact student from a
+    deeper pretrained model (`graft_encoder` copies the layers the task model has)."""
+    if not n:
+        return pre
+    if not 1 <= n <= pre.config.num_hidden_layers:
+        raise BertJaxError(
+            f"config init_num_layers={n}: the checkpoint has {pre.config.num_hidden_layers} layers"
+        )
+    return dataclasses.replace(pre, config=pre.config.replace(num_hidden_layers=n))
+
+
 def _keep_tokenizer_files(vocab: Any, workdir: epath.Path) -> None:
     """The run's vocab beside its checkpoints, as pretraining does: the workdir is then itself
     an init_checkpoint for another fine-tuning (MNLI -> RTE) and a `convert` source."""
@@ -92,9 +107,15 @@ def predict(trainer, params, arrays: dict[str, np.ndarray], batch_size: int):
     batch devices, padding rows dropped): numpy outputs, or a tuple of them (SQuAD)."""
     n_dev = trainer.mesh.shape["data"] * trainer.mesh.shape["fsdp"]
     batch_size = -(-batch_size // n_dev) * n_dev
-    keys = list(trainer.batch_shardings)
+    specs = trainer.task.init_inputs()
+    n = len(arrays["input_ids"])
+    # Training-only columns (a distilled student's teacher outputs) are zeros here.
+    cols = {
+        k: arrays[k] if k in arrays else np.zeros((n, *specs[k].shape[1:]), specs[k].dtype)
+        for k in trainer.batch_shardings
+    }
     outs = []
-    for batch, real in eval_batches({k: arrays[k] for k in keys}, batch_size):
+    for batch, real in eval_batches(cols, batch_size):
         out = jax.device_get(trainer.predict_step(params, trainer.place_batch(batch)))
         outs.append(jax.tree.map(lambda x, r=real: np.asarray(x)[:r], out))
     return jax.tree.map(lambda *xs: np.concatenate(xs), *outs)
@@ -111,12 +132,13 @@ def truncated_normal(rng: np.random.Generator, shape: tuple[int, ...]) -> np.nda
     return w
 
 
-def _fresh_params(task, seed: int, initializer_range: float):
+def _fresh_params(task, seed: int, initializer_range: float, random_encoder: bool = False):
     """Initial weights for the task model without compiling its init: the layout comes from
     `jax.eval_shape`; the encoder is overwritten by the checkpoint (zeros here), and the new
     layers (classifier, QA outputs, a pooler the checkpoint lacks) get BERT's init: kernels
     N(0, initializer_range) truncated at 2 std (tf.truncated_normal_initializer: values beyond
-    are redrawn), biases 0, LayerNorm scales 1."""
+    are redrawn), biases 0, LayerNorm scales 1. `random_encoder`: the encoder gets that init
+    too (embeddings included), as the randomly initialised model of `random_init`."""
     dummy = {k: np.zeros((1, *s.shape[1:]), s.dtype) for k, s in task.init_inputs().items()}
     key = jax.random.PRNGKey(seed)
     shapes = meta.unbox(
@@ -129,6 +151,7 @@ def _fresh_params(task, seed: int, initializer_range: float):
         name = names[-1]
         # The pooler may be absent from a checkpoint; `transformer` is XLNet's encoder.
         from_checkpoint = names[0] in ("bert", "transformer") and "pooler" not in names
+        from_checkpoint = from_checkpoint and not random_encoder
         if from_checkpoint or name == "bias":
             return np.zeros(leaf.shape, leaf.dtype)
         if name == "scale":
@@ -145,8 +168,9 @@ def _model_config(pre) -> dict[str, Any]:
     return {"bert": pre.config.to_dict()}
 
 
-def run_once(cfg, job, pre, workdir: str | epath.Path) -> dict[str, float]:
-    """Train one model (`cfg` from `run_config`) with the shared loop and score the dev split(s)."""
+def run_once(cfg, job, pre, workdir: str | epath.Path, distill=None) -> dict[str, float]:
+    """Train one model (`cfg` from `run_config`) with the shared loop and score the dev split(s);
+    `distill` (`bert_jax.tasks.distill.student_setup.Distillation`) makes it a distilled student."""
     workdir = epath.Path(workdir)
     bert = pre.config.replace(dtype=cfg.dtype)
     batch = cfg.train_batch_size
@@ -155,7 +179,11 @@ def run_once(cfg, job, pre, workdir: str | epath.Path) -> dict[str, float]:
         init = None
     else:
         task, train = job.train_task(bert, batch), job.train
-        init = graft_encoder(_fresh_params(task, cfg.seed, bert.initializer_range), pre.params)
+        task = distill.wrap(task) if distill else task
+        random = bool(cfg.get("random_init", False))
+        init = _fresh_params(task, cfg.seed, bert.initializer_range, random_encoder=random)
+        init = init if random else graft_encoder(init, pre.params)
+        init = distill.add_teacher(init) if distill else init
     result = loop.train(
         cfg,
         task,
@@ -203,9 +231,16 @@ def finetune(cfg, workdir: str | epath.Path) -> dict[str, float]:
         return metrics
     tokenizer, pre, lower = _tokenizer_and_weights(cfg)
     job = make_job(cfg, do_lower_case=lower)
-    if isinstance(pre, xlnet_finetune.XLNetPretrained):
+    xlnet = isinstance(pre, xlnet_finetune.XLNetPretrained)
+    if xlnet:
         job = xlnet_finetune.XLNetLayoutJob(job)
+    student_vocab = cfg.vocab_file or getattr(pre, "vocab_file", None)
+    distill = Distillation.from_config(cfg, student_vocab, tokenizer)  # checks before the data
+    if distill and xlnet:
+        raise BertJaxError("config distill: the student must be a BERT-family encoder")
     job.load(tokenizer)
+    if distill:
+        logging.info("distillation rows: %s", distill.use_rows(job, tokenizer))
     workdir = epath.Path(workdir)
     if jax.process_index() == 0:
         workdir.mkdir(parents=True, exist_ok=True)
@@ -221,13 +256,13 @@ def finetune(cfg, workdir: str | epath.Path) -> dict[str, float]:
         grid = [(cfg.learning_rate, cfg.num_train_epochs, cfg.train_batch_size)]
     n = job.num_train_examples
     if len(grid) == 1 and len(seeds) == 1:
-        return run_once(run_config(cfg, n, *grid[0], seeds[0]), job, pre, workdir)
+        return run_once(run_config(cfg, n, *grid[0], seeds[0]), job, pre, workdir, distill)
     points = []
     for lr, ep, bs in grid:
         name = f"lr{lr:g}_ep{ep:g}_bs{bs}"
         point_dir = workdir / "runs" / name
         runs = [
-            run_once(run_config(cfg, n, lr, ep, bs, s), job, pre, point_dir / f"seed{s}")
+            run_once(run_config(cfg, n, lr, ep, bs, s), job, pre, point_dir / f"seed{s}", distill)
             for s in seeds
         ]
         summary = _summary(runs)

@@ -1,0 +1,222 @@
+"""A fine-tuned teacher: a fine-tuning workdir of ours or a Hugging Face directory whose model has
+a task head (*ForSequenceClassification, *ForTokenClassification, *ForQuestionAnswering), as the
+task model of `bert_jax.tasks.train_tasks` with its weights, tokenizer and task family.
+
+    teacher = load_teacher(path, cfg)        # checks it fits the fine-tuning config `cfg`
+    task = teacher.task(max_seq_length, batch)   # task.predict(teacher.params, batch) -> logits
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+
+import numpy as np
+from etils import epath
+
+from bert_jax.checkpoint import read_workdir_config, restore_params
+from bert_jax.config import BertConfig
+from bert_jax.errors import BertJaxError
+from bert_jax.interop import load_pretrained
+from bert_jax.interop.hf import _open_weights
+from bert_jax.tasks import glue, ner, train_tasks
+from bert_jax.tokenization.directory import LOOKED_FOR, open_tokenizer, tokenizer_file_in
+
+# transformers class suffix -> the fine-tuning task family whose head it is
+_HF_HEADS = {
+    "ForSequenceClassification": "glue",
+    "ForTokenClassification": "ner",
+    "ForQuestionAnswering": "squad",
+}
+DISTILLABLE = ("glue", "ner", "squad")
+# Sentence heads whose transformers layout is ours: a dense layer on the pooled [CLS] (RoBERTa's
+# dense + tanh + out_proj is our pooler + classifier).
+_SENTENCE_HEAD_FAMILIES = ("bert", "albert", "roberta")
+
+
+@dataclasses.dataclass(frozen=True)
+class Teacher:
+    config: BertConfig
+    params: dict  # the task model's, unboxed, looped layout, float32
+    task_family: str  # glue | ner | squad
+    num_outputs: int  # classes per example (glue), per token (ner); 2 (start, end) for squad
+    vocab_file: epath.Path
+    do_lower_case: bool | None
+    source: str
+    glue_task: str = ""  # the GLUE task it was fine-tuned on, where the workdir records it
+
+    def task(self, max_seq_length: int, batch: int):
+        """The teacher's task model (the same class fine-tuning trained)."""
+        c = self.config
+        if self.task_family == "glue":
+            return train_tasks.ClassificationTask(c, batch, max_seq_length, self.num_outputs)
+        if self.task_family == "ner":
+            return train_tasks.TaggingTask(c, batch, max_seq_length, self.num_outputs)
+        return train_tasks.SpanTask(c, batch, max_seq_length)
+
+    def tokenizer(self, do_lower_case: bool | None):
+        return open_tokenizer(
+            self.vocab_file, do_lower_case, "config do_lower_case", self.do_lower_case
+        )
+
+
+def vocab_fingerprint(vocab_file: str | epath.Path) -> str:
+    """sha256 of the tokenizer file: a student shares the teacher's tokenization iff equal."""
+    return hashlib.sha256(epath.Path(vocab_file).read_bytes()).hexdigest()
+
+
+def _outputs_of(params: dict, name: str, where: str) -> int:
+    layer = params.get(name)
+    if not isinstance(layer, dict) or "kernel" not in layer:
+        raise BertJaxError(f"{where}: the checkpoint has no {name} layer (no task head)")
+    return int(np.shape(layer["kernel"])[-1])
+
+
+def _from_workdir(path: epath.Path, step: int | None) -> Teacher:
+    run = read_workdir_config(path)
+    family = run.get("family")
+    if family not in DISTILLABLE:
+        raise BertJaxError(
+            f"{path}: not a fine-tuned model (its config.json has family={family!r}); a "
+            f"teacher needs a task head: fine-tune it on {'/'.join(DISTILLABLE)} first"
+        )
+    if run.get("feature_based") or run.get("bilstm_size"):
+        raise BertJaxError(f"{path}: a BiLSTM head (bilstm_size/feature_based) cannot teach; "
+                           "only the plain task heads do")  # fmt: skip
+    if "bert" not in run:
+        raise BertJaxError(f"{path}: only BERT-family teachers label data (no 'bert' config)")
+    config, params = restore_params(path, step)
+    params = dict(params.get("params", params))
+    head = "qa_outputs" if family == "squad" else "classifier"
+    outputs = _outputs_of(params, head, str(path))
+    vocab = tokenizer_file_in(path)
+    if vocab is None:
+        raise BertJaxError(f"{path}: has no tokenizer ({LOOKED_FOR})")
+    return Teacher(
+        config=config.replace(scan_layers=False),
+        params=params,
+        task_family=family,
+        num_outputs=2 if family == "squad" else outputs,
+        vocab_file=vocab,
+        do_lower_case=run.get("do_lower_case"),
+        source=str(path),
+        glue_task=run.get("task", "") if family == "glue" else "",
+    )
+
+
+def _hf_head(path: epath.Path, arch: str, family: str, config: BertConfig) -> dict:
+    """Our head params from the directory's transformers head tensors."""
+    _, shapes, read = _open_weights(path)
+    linear = lambda name: {"kernel": np.ascontiguousarray(read(f"{name}.weight").T),
+                           "bias": read(f"{name}.bias")}  # fmt: skip
+    if family == "glue":
+        if config.family not in _SENTENCE_HEAD_FAMILIES or config.causal:
+            raise BertJaxError(
+                f"{path}: {arch}'s head differs from ours (only "
+                f"{', '.join(_SENTENCE_HEAD_FAMILIES)} sentence heads are the same function)"
+            )
+        if "classifier.out_proj.weight" in shapes:  # RobertaClassificationHead
+            return {
+                "pooler": linear("classifier.dense"),
+                "classifier": linear("classifier.out_proj"),
+            }
+        if "classifier.weight" not in shapes:
+            raise BertJaxError(f"{path}: {arch} without classifier.weight")
+        return {"classifier": linear("classifier")}
+    name = "qa_outputs" if family == "squad" else "classifier"
+    if f"{name}.weight" not in shapes:
+        raise BertJaxError(f"{path}: {arch} without {name}.weight")
+    return {name: linear(name)}
+
+
+def _from_hf(path: epath.Path) -> Teacher:
+    raw = read_json_or_none(path / "config.json") or {}
+    archs = raw.get("architectures") or []
+    family = next((f for suffix, f in _HF_HEADS.items() for a in archs if a.endswith(suffix)), "")
+    if not family:
+        raise BertJaxError(
+            f"{path}: no task head (architectures: {', '.join(archs) or 'none'}); a teacher is "
+            "a *ForSequenceClassification, *ForTokenClassification or *ForQuestionAnswering model"
+        )
+    arch = archs[0]
+    pre = load_pretrained(path)
+    head = _hf_head(path, arch, family, pre.config)
+    params = dict(pre.params)
+    if "pooler" in head:
+        params["bert"] = dict(params["bert"], pooler=head.pop("pooler"))
+    params.update(head)
+    if family == "ner":
+        id2label = raw.get("id2label") or {}
+        names = [id2label.get(str(i), "") for i in range(len(id2label))]
+        if names and not all(n.startswith("LABEL_") for n in names) and tuple(names) != ner.LABELS:
+            raise BertJaxError(
+                f"{path}: id2label {names} is not CoNLL-2003's label order {list(ner.LABELS)}"
+            )
+    if pre.vocab_file is None:
+        raise BertJaxError(f"{path}: has no tokenizer ({LOOKED_FOR})")
+    outputs = 2 if family == "squad" else int(params["classifier"]["kernel"].shape[-1])
+    return Teacher(
+        config=pre.config,
+        params=params,
+        task_family=family,
+        num_outputs=outputs,
+        vocab_file=pre.vocab_file,
+        do_lower_case=pre.do_lower_case,
+        source=str(path),
+    )
+
+
+def read_json_or_none(path: epath.Path) -> dict | None:
+    import json
+
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def load_teacher(path: str, cfg, step: int | None = None) -> Teacher:
+    """The teacher at `path`, checked against the fine-tuning config `cfg` (its task family,
+    its GLUE task's number of labels, its max_seq_length) before any data is read."""
+    if not path:
+        raise BertJaxError("--teacher is empty: give a fine-tuned workdir or a HF dir")
+    p = epath.Path(path)
+    if not p.is_dir():
+        raise BertJaxError(f"{path}: no such teacher directory")
+    if not (p / "checkpoints").is_dir() and (p / "runs").is_dir():
+        raise BertJaxError(
+            f"{path}: a sweep or multi-seed workdir; give one run's directory "
+            f"(e.g. {path}/runs/<point>/seed<s>)"
+        )
+    teacher = _from_workdir(p, step) if (p / "checkpoints").is_dir() else _from_hf(p)
+    family = cfg.family
+    if family not in DISTILLABLE:
+        raise BertJaxError(f"config family {family!r}: distillation covers {DISTILLABLE}")
+    if teacher.task_family != family:
+        raise BertJaxError(
+            f"{path}: the teacher's head is for {teacher.task_family}, the config is {family} "
+            "(task mismatch)"
+        )
+    if family == "glue":
+        spec = glue.get_spec(cfg.task)
+        if teacher.glue_task and teacher.glue_task != cfg.task:
+            raise BertJaxError(
+                f"{path}: fine-tuned on {teacher.glue_task}, the config is {cfg.task} "
+                "(task mismatch)"
+            )
+        if teacher.num_outputs != spec.num_labels:
+            raise BertJaxError(
+                f"{path}: the teacher's head has {teacher.num_outputs} outputs, {cfg.task} "
+                f"{spec.num_labels} labels (task mismatch)"
+            )
+    elif family == "ner" and teacher.num_outputs != len(ner.LABELS):
+        raise BertJaxError(
+            f"{path}: the teacher tags {teacher.num_outputs} labels, CoNLL-2003 has "
+            f"{len(ner.LABELS)} (task mismatch)"
+        )
+    limit = teacher.config.max_sequence_length
+    if cfg.max_seq_length > limit:
+        raise BertJaxError(
+            f"max_seq_length {cfg.max_seq_length} exceeds the teacher's positions ({limit})"
+        )
+    return teacher
