@@ -1,0 +1,285 @@
+"""Task-level distillation: `distill-data` (a fine-tuned teacher's outputs cached in TFRecord
+shards) checked against transformers running the same teacher and against TensorFlow's parser;
+the distillation losses against a hand computation; resumable, worker-count-independent shards;
+a student trained from the cache equals one with the teacher online; bad input refused up front.
+Teachers are Hugging Face *For<Task> models written by transformers (tiny, random weights)."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from bert_jax.errors import BertJaxError
+from bert_jax.tasks.distill import cache, labelling, losses
+from bert_jax.train.config import finetune_config
+
+ROOT = pathlib.Path(__file__).parent.parent
+FIX = ROOT / "tests" / "fixtures" / "tasks"
+TRANSFER = "The cat sat on the mat.\nIt was sunny.\nBirds sang.\n\nNumbers add up.\nSums return.\n"
+
+
+@pytest.fixture(scope="module")
+def teachers(tmp_path_factory, uncased_vocab) -> dict[str, pathlib.Path]:
+    import torch
+    import transformers
+
+    root = tmp_path_factory.mktemp("teachers")
+    torch.manual_seed(0)
+    base = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                intermediate_size=64, max_position_embeddings=128)  # fmt: skip
+    out = {}
+    for name, cls, kw in (
+        ("glue", transformers.BertForSequenceClassification, {}),
+        ("ner", transformers.BertForTokenClassification, {"num_labels": 9}),
+        ("squad", transformers.BertForQuestionAnswering, {}),
+        ("bare", transformers.BertForPreTraining, {}),
+    ):
+        path = root / name
+        cls(transformers.BertConfig(**base, **kw)).save_pretrained(path)
+        shutil.copy(uncased_vocab, path / "vocab.txt")
+        out[name] = path
+    (root / "transfer.txt").write_text(TRANSFER)
+    out["transfer"] = root / "transfer.txt"
+    return out
+
+
+def _cfg(family: str, **kw):
+    cfg = finetune_config(family)
+    data = {"glue": FIX / "glue" / "mrpc", "ner": FIX / "conll2003", "squad": FIX / "squad"}
+    cfg.data_dir = str(data[family])
+    cfg.max_seq_length = 64
+    if family == "glue":
+        cfg.task = "mrpc"
+    if family == "squad":
+        cfg.max_query_length, cfg.doc_stride = 24, 32
+    cfg.update(kw)
+    return cfg
+
+
+def _transformers_logits(teacher: pathlib.Path, family: str, rows: dict) -> np.ndarray:
+    import torch
+    import transformers
+
+    cls = {"glue": transformers.BertForSequenceClassification,
+           "ner": transformers.BertForTokenClassification,
+           "squad": transformers.BertForQuestionAnswering}[family]  # fmt: skip
+    model = cls.from_pretrained(str(teacher)).eval()
+    t = lambda k: torch.tensor(rows[k]).long()
+    with torch.no_grad():
+        out = model(input_ids=t("input_ids"), attention_mask=t("input_mask"),
+                    token_type_ids=t("segment_ids"))  # fmt: skip
+    if family == "squad":
+        return np.stack([out.start_logits.numpy(), out.end_logits.numpy()], 1)
+    return out.logits.numpy()
+
+
+@pytest.mark.parametrize("family", ["glue", "ner", "squad"])
+def test_cached_outputs_are_the_teachers(teachers, tmp_path, family):
+    cfg = _cfg(family)
+    transfer = (
+        str(FIX / "squad" / "dev-v1.1.json") if family == "squad" else str(teachers["transfer"])
+    )
+    stats = labelling.label(cfg, str(teachers[family]), str(tmp_path), transfer,
+                            examples_per_shard=3, pairing="mixed")  # fmt: skip
+    assert stats["examples"]["task"] > 0 and stats["examples"]["transfer"] > 0
+    _, rows = cache.read_cache(tmp_path)
+    n = stats["examples"]["total"]
+    assert rows["has_label"].tolist() == [1] * stats["examples"]["task"] + [0] * (
+        n - stats["examples"]["task"]
+    )
+    ref = _transformers_logits(teachers[family], family, rows)
+    np.testing.assert_allclose(rows["teacher_logits"], ref, atol=1e-5)
+    # recomputed by our teacher on the cached rows: the same numbers
+    from bert_jax.tasks.distill.teacher import load_teacher
+
+    again = labelling.TeacherPredictor(load_teacher(str(teachers[family]), cfg), 64, 5)(rows)
+    np.testing.assert_allclose(again, rows["teacher_logits"], atol=1e-6)
+
+
+def test_shards_parse_with_tensorflow(teachers, tmp_path):
+    import tensorflow as tf
+
+    stats = labelling.label(_cfg("glue"), str(teachers["glue"]), str(tmp_path),
+                            str(teachers["transfer"]), examples_per_shard=4)  # fmt: skip
+    _, rows = cache.read_cache(tmp_path)
+    spec = {"input_ids": tf.io.FixedLenFeature([64], tf.int64),
+            "teacher_logits": tf.io.FixedLenFeature([2], tf.float32),
+            "has_label": tf.io.FixedLenFeature([1], tf.int64),
+            "labels": tf.io.FixedLenFeature([1], tf.int64)}  # fmt: skip
+    files = [str(tmp_path / cache.shard_name(i, stats["num_shards"]))
+             for i in range(stats["num_shards"])]  # fmt: skip
+    parsed = [tf.io.parse_single_example(r, spec) for r in tf.data.TFRecordDataset(files)]
+    assert len(parsed) == stats["examples"]["total"]
+    np.testing.assert_array_equal(np.stack([p["input_ids"].numpy() for p in parsed]),
+                                  rows["input_ids"])  # fmt: skip
+    np.testing.assert_array_equal(np.stack([p["teacher_logits"].numpy() for p in parsed]),
+                                  rows["teacher_logits"])  # fmt: skip
+
+
+def test_losses_against_hand_computation():
+    rng = np.random.default_rng(0)
+    s, t, T = rng.normal(size=(5, 3)), rng.normal(size=(5, 3)), 2.0
+    p = np.exp(t / T) / np.exp(t / T).sum(-1, keepdims=True)
+    q = np.exp(s / T) / np.exp(s / T).sum(-1, keepdims=True)
+    kl = (p * np.log(p / q)).sum(-1) * T * T
+    np.testing.assert_allclose(losses.per_row(s, t, "kl", T), kl, rtol=1e-5)
+    # the soft cross-entropy at T differs from it by the teacher's entropy only
+    ce = -(p * np.log(q)).sum(-1) * T * T
+    np.testing.assert_allclose(ce - kl, -(p * np.log(p)).sum(-1) * T * T, rtol=1e-5)
+    np.testing.assert_allclose(losses.per_row(s, t, "mse", T), ((s - t) ** 2).mean(-1), rtol=1e-6)
+    w = np.array([1.0, 0, 1, 1, 0])
+    np.testing.assert_allclose(losses.weighted_mean(kl, w), (kl * w).sum() / 3, rtol=1e-6)
+    assert float(losses.per_row(t, t, "kl", T).max()) < 1e-6
+
+
+def test_student_loss_adds_alpha_times_the_hard_loss(teachers):
+    """The loss of one batch: the soft loss over every row + alpha x CE over labelled rows."""
+    import jax
+
+    from bert_jax.interop import load_pretrained
+    from bert_jax.tasks import train_tasks
+    from bert_jax.tasks.distill.student import DistillTask
+
+    pre = load_pretrained(teachers["glue"])
+    base = train_tasks.ClassificationTask(pre.config, 4, 16, 2)
+    task = DistillTask(base, "kl", 2.0, 0.7)
+    params = {"bert": pre.params["bert"],
+              "classifier": {"kernel": np.full((32, 2), 0.1, np.float32),
+                             "bias": np.array([0.3, -0.2], np.float32)}}  # fmt: skip
+    rng = np.random.default_rng(1)
+    batch = {"input_ids": rng.integers(1000, 2000, (4, 16)).astype(np.int32),
+             "input_mask": np.ones((4, 16), np.int32), "segment_ids": np.zeros((4, 16), np.int32),
+             "labels": np.array([0, 1, 1, 0], np.int32), "has_label": np.array([1, 1, 0, 0]),
+             "teacher_logits": rng.normal(size=(4, 2)).astype(np.float32)}  # fmt: skip
+    loss, m = task.loss_fn(params, batch, jax.random.PRNGKey(0), True)
+    s = np.asarray(base.predict(params, batch), np.float64)
+    t = batch["teacher_logits"].astype(np.float64)
+    p, q = [np.exp(x / 2) / np.exp(x / 2).sum(-1, keepdims=True) for x in (t, s)]
+    soft = ((p * np.log(p / q)).sum(-1) * 4).mean()
+    logq = s - np.log(np.exp(s).sum(-1, keepdims=True))
+    hard = -logq[[0, 1], batch["labels"][:2]].mean()
+    np.testing.assert_allclose(float(m["distill_loss"]), soft, rtol=1e-5)
+    np.testing.assert_allclose(float(m["hard_loss"]), hard, rtol=1e-5)
+    np.testing.assert_allclose(float(loss), soft + 0.7 * hard, rtol=1e-5)
+
+
+def _shard_bytes(directory: pathlib.Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.glob("distill-*"))}
+
+
+def test_workers_and_a_killed_run_give_the_same_shards(teachers, tmp_path):
+    """One worker, two workers and a run killed (SIGKILL) mid-way then rerun: the same bytes."""
+    from bert_jax.corpus import snapshot
+
+    transfer = tmp_path / "transfer.txt"
+    docs = list(snapshot.iter_documents(max_documents=1000))
+    transfer.write_text("\n\n".join("\n".join(d) for d in docs) + "\n")
+    cfg = _cfg("glue")
+    kw = dict(examples_per_shard=32, pairing="mixed", max_transfer_examples=6000)
+    one = tmp_path / "one"
+    labelling.label(cfg, str(teachers["glue"]), str(one), str(transfer), **kw)
+    assert len(_shard_bytes(one)) > 100
+    two = tmp_path / "two"
+    first = labelling.label(cfg, str(teachers["glue"]), str(two), str(transfer), num_workers=2,
+                            worker_index=1, **kw)  # fmt: skip
+    assert first["shards_missing"] > 0 and not (two / "stats.json").exists()
+    labelling.label(cfg, str(teachers["glue"]), str(two), str(transfer), num_workers=2,
+                    worker_index=0, **kw)  # fmt: skip
+    assert _shard_bytes(two) == _shard_bytes(one)
+    assert (two / "stats.json").read_bytes() == (one / "stats.json").read_bytes()
+
+    # The command in its own processes (one CPU device there, eight here: other batch shapes).
+    killed, clean = tmp_path / "killed", tmp_path / "clean"
+    cmd = lambda out: [
+        sys.executable,
+        "-m",
+        "bert_jax.cli",
+        "distill-data",
+        f"--teacher={teachers['glue']}",
+        "--config=glue.py:mrpc",
+        f"--config.data_dir={cfg.data_dir}",
+        "--config.max_seq_length=64",
+        f"--input_file={transfer}",
+        f"--output_dir={out}",
+        "--examples_per_shard=32",
+        "--pairing=mixed",
+        "--max_transfer_examples=6000",
+    ]
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    assert subprocess.run(cmd(clean), env=env, capture_output=True, timeout=600).returncode == 0
+    proc = subprocess.Popen(cmd(killed), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 600
+    while len(list(killed.glob("distill-*"))) < 3 and proc.poll() is None:
+        assert time.time() < deadline
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done = _shard_bytes(killed)
+    assert 3 <= len(done) < len(_shard_bytes(clean)) and not (killed / "stats.json").exists()
+    assert all(done[k] == v for k, v in _shard_bytes(clean).items() if k in done)
+    rerun = subprocess.run(cmd(killed), env=env, capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr
+    assert _shard_bytes(killed) == _shard_bytes(clean)
+    assert (killed / "stats.json").read_bytes() == (clean / "stats.json").read_bytes()
+
+
+def _student(teachers, workdir: pathlib.Path, **distill):
+    from bert_jax.tasks import runner
+
+    cfg = _cfg("glue", init_checkpoint=str(teachers["glue"]), train_batch_size=4,
+               eval_batch_size=4, num_train_epochs=2.0, num_devices=1, learning_rate=1e-3,
+               log_every_steps=1)  # fmt: skip
+    cfg.mesh.data = 1
+    cfg.distill.update(distill)
+    result = runner.finetune(cfg, str(workdir))
+    import json
+
+    logged = [json.loads(x) for x in (workdir / "metrics.jsonl").read_text().splitlines()]
+    return result, [r["loss"] for r in logged if "loss" in r]
+
+
+def test_student_from_the_cache_equals_the_online_teacher(teachers, tmp_path):
+    data = tmp_path / "labels"
+    labelling.label(_cfg("glue"), str(teachers["glue"]), str(data), str(teachers["transfer"]))
+    kw = dict(loss="kl", temperature=2.0, alpha=0.5)
+    cached, cached_losses = _student(teachers, tmp_path / "cached", data=str(data), **kw)
+    online, online_losses = _student(teachers, tmp_path / "online", teacher=str(teachers["glue"]),
+                                     input_file=str(teachers["transfer"]), **kw)  # fmt: skip
+    assert len(cached_losses) == 3  # (4 task + 3 transfer rows) x 2 epochs / 4
+    np.testing.assert_allclose(online_losses, cached_losses, rtol=1e-5)
+    assert online["accuracy"] == cached["accuracy"]
+
+
+def test_bad_teachers_and_students_are_refused_before_any_work(teachers, tmp_path):
+    out = tmp_path / "out"
+    cases = [
+        (str(teachers["bare"]), _cfg("glue"), "no task head"),
+        (str(teachers["glue"]), _cfg("ner"), "task mismatch"),
+        (str(teachers["glue"]), _cfg("glue", task="stsb"), "task mismatch"),
+        (str(tmp_path / "nowhere"), _cfg("glue"), "no such teacher"),
+    ]
+    for teacher, cfg, message in cases:
+        with pytest.raises(BertJaxError, match=message) as e:
+            labelling.label(cfg, teacher, str(out), str(teachers["transfer"]))
+        assert "\n" not in str(e.value)
+        assert not out.exists()
+    # a student whose vocabulary differs from the teacher's, on per-token soft labels
+    ner_cache = tmp_path / "ner"
+    labelling.label(_cfg("ner"), str(teachers["ner"]), str(ner_cache))
+    other_vocab = tmp_path / "vocab.txt"
+    other_vocab.write_text((teachers["ner"] / "vocab.txt").read_text().replace("[unused0]", "x"))
+    from bert_jax.tasks import runner
+
+    cfg = _cfg("ner", init_checkpoint=str(teachers["ner"]), vocab_file=str(other_vocab))
+    cfg.distill.data = str(ner_cache)
+    with pytest.raises(BertJaxError, match="per token of the teacher's tokenization"):
+        runner.finetune(cfg, str(tmp_path / "student"))
+    assert not (tmp_path / "student").exists()
