@@ -283,3 +283,22 @@ def test_bad_teachers_and_students_are_refused_before_any_work(teachers, tmp_pat
     with pytest.raises(BertJaxError, match="per token of the teacher's tokenization"):
         runner.finetune(cfg, str(tmp_path / "student"))
     assert not (tmp_path / "student").exists()
+
+
+def test_distillation_compiles_for_a_tpu_slice():
+    """distill.py:tpu's two steps (one host's labelling, the online student step over the slice)
+    compile for a v4-8 with libtpu's compile-only devices; tiny sizes keep it quick."""
+    pytest.importorskip("libtpu", reason="libtpu (pip install 'jax[tpu]') is not installable here")
+    from bert_jax.aot.topology import resolve_slice
+    from bert_jax.configs import distill
+    from bert_jax.tasks.distill.compile import compile_labelling, compile_online_student
+
+    cfg = distill.get_config("tpu")
+    cfg.aot_teacher_model, cfg.aot_student_model = "mini", "tiny"
+    tpu = resolve_slice("v4-8")
+    report, rows = compile_labelling(cfg, tpu)
+    assert report.fits and report.num_devices == 4 and rows == 1024
+    assert report.xla_flops_per_device * 4 == pytest.approx(report.model_flops_per_step, rel=0.3)
+    report, trainer = compile_online_student(cfg, tpu)
+    assert report.fits and trainer.mesh.shape["data"] == 4
+    assert "teacher" in trainer.abstract_state().params

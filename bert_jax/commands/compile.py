@@ -22,7 +22,7 @@ _CONFIG = config_flags.DEFINE_config_file(
     "config",
     None,
     "a config by name or path: pretrain.py:<preset> (tiny..large, L4-H256), pretrain_phase2.py, "
-    "t5.py:<small|base>",
+    "t5.py:<small|base>, distill.py:tpu",
 )
 _TOPOLOGY = flags.DEFINE_string("topology", None, "v4-32, v5litepod-16, v5p-64, v5e:4x4, ...")
 
@@ -41,6 +41,9 @@ def main(argv: list[str]) -> None:
     require_libtpu()  # without the tpu extra: how to install it, before building anything
     config = _CONFIG.value
     tpu = resolve_slice(_TOPOLOGY.value)
+    if config.get("aot_teacher_model"):  # task distillation (distill.py:tpu)
+        _compile_distillation(config, tpu)
+        return
     report, trainer = compile_pretraining(config, tpu)
     mesh = dict(trainer.mesh.shape)
     title = (
@@ -58,3 +61,38 @@ def main(argv: list[str]) -> None:
         f"at 100% MFU a step would take {1e3 * trainer.flops_per_step / peak:.1f} ms "
         f"({tpu.generation.peak_flops_per_chip / 1e12:.0f} TFLOP/s bf16 per chip)"
     )
+
+
+def _compile_distillation(config, tpu) -> None:
+    from bert_jax.aot.fit import format_report
+    from bert_jax.tasks.distill.compile import compile_labelling, compile_online_student
+
+    peak = tpu.peak_flops_per_device
+    report, rows = compile_labelling(config, tpu)
+    hosts = f"{tpu.accelerator_type}: {tpu.hosts} host(s), each labels its own shards"
+    print(
+        format_report(
+            report,
+            f"labelling step, {config.aot_teacher_model} teacher, one host "
+            f"of {hosts}; {rows} rows x {config.max_seq_length} tokens",
+        ),
+        flush=True,
+    )
+    ms = 1e3 * report.model_flops_per_step / (peak * report.num_devices)
+    print(
+        f"at 100% MFU: {ms:.1f} ms per step, {rows / ms * 1e3 * tpu.hosts:,.0f} rows/s "
+        "over the slice\n"
+    )
+    report2, trainer = compile_online_student(config, tpu)
+    print(
+        format_report(
+            report2,
+            f"online student step, {config.aot_student_model} student + "
+            f"{config.aot_teacher_model} teacher, mesh {dict(trainer.mesh.shape)}, "
+            f"batch {config.train_batch_size} x {config.max_seq_length}",
+        ),
+        flush=True,
+    )
+    for r in (report, report2):
+        if not r.fits:
+            raise BertJaxError(f"does not fit {tpu.accelerator_type}: lower the batch sizes")

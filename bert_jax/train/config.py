@@ -142,18 +142,15 @@ def finetune_config(family: str) -> ml_collections.ConfigDict:
     c.random_init = False  # True: the checkpoint's architecture and tokenizer, BERT's random init
     c.init_num_layers = 0  # > 0: keep only the checkpoint's bottom N encoder layers (a student)
     # Task distillation (bert_jax.tasks.distill): learn a fine-tuned teacher's outputs.
-    c.distill = ml_collections.ConfigDict(
-        {
-            "data": "",  # a `bert-jax distill-data` output dir: train on the teacher's outputs
-            "teacher": "",  # online: a teacher dir run forward in the student's step
-            "input_file": "",  # online: unlabeled transfer text, as distill-data --input_file
-            "pairing": "adjacent",  # online, pair tasks: adjacent | mixed (distill-data --help)
-            "max_transfer_examples": 0,  # online: transfer examples kept (0 = all)
-            "loss": "kl",  # kl: T^2 x KL at temperature T | mse: squared error of the logits
-            "temperature": 1.0,  # kl's temperature T
-            "alpha": 0.0,  # weight of the hard-label loss on rows that have a label
-        }
-    )
+    c.distill = ml_collections.ConfigDict()
+    c.distill.data = ""  # a `bert-jax distill-data` output dir: train on the teacher's outputs
+    c.distill.teacher = ""  # online: a fine-tuned teacher dir run forward in the student's step
+    c.distill.input_file = ""  # online: unlabeled transfer text, as distill-data --input_file
+    c.distill.pairing = "adjacent"  # online, pair tasks: adjacent | mixed (see distill-data)
+    c.distill.max_transfer_examples = 0  # online: transfer examples kept (0 = all)
+    c.distill.loss = "kl"  # kl: T^2 x KL at temperature T | mse: squared error of the logits
+    c.distill.temperature = 1.0  # kl's temperature T
+    c.distill.alpha = 0.0  # weight of the hard-label loss on the rows that have a label
     # An encoder-decoder init_checkpoint (T5) fine-tunes text-to-text (bert_jax.tasks.
     # text_to_text): targets and greedy decoding are cut at this many tokens.
     c.max_target_length = 16

@@ -86,6 +86,10 @@ class DistillTask:
             return "tagging"
         return "span"
 
+    @property
+    def bert_config(self):
+        return self.base.bert_config  # the student's
+
     # ---- the Task interface ----------------------------------------------------------------
     def init_inputs(self) -> dict[str, jax.ShapeDtypeStruct]:
         shapes = dict(self.base.init_inputs())
