@@ -271,6 +271,15 @@ def test_bad_teachers_and_students_are_refused_before_any_work(teachers, tmp_pat
             labelling.label(cfg, teacher, str(out), str(teachers["transfer"]))
         assert "\n" not in str(e.value)
         assert not out.exists()
+    # a second labelling into the same directory, and a student on an unfinished cache
+    done = tmp_path / "done"
+    labelling.label(_cfg("glue"), str(teachers["glue"]), str(done), str(teachers["transfer"]))
+    with pytest.raises(BertJaxError, match="holds another labelling .*differs in pairing"):
+        labelling.label(_cfg("glue"), str(teachers["glue"]), str(done), str(teachers["transfer"]),
+                        pairing="mixed")  # fmt: skip
+    (done / "stats.json").unlink()
+    with pytest.raises(BertJaxError, match="labelling is not finished"):
+        cache.read_cache(done)
     # a student whose vocabulary differs from the teacher's, on per-token soft labels
     ner_cache = tmp_path / "ner"
     labelling.label(_cfg("ner"), str(teachers["ner"]), str(ner_cache))

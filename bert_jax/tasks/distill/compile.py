@@ -65,8 +65,9 @@ def compile_labelling(config: Any, tpu: TpuSlice) -> tuple[CompileReport, int]:
                                            sharding=rows) for k in dummy}  # fmt: skip
     per_token = flops.encoder_flops_per_token(teacher.config, config.max_seq_length)
     forward = batch * config.max_seq_length * per_token / 3  # forward only
+    # The weights are replicated on purpose (each chip labels its own rows): not listed.
     report = compile_step(jax.jit(task.predict), (params, batch_specs), tpu.hbm_per_device,
-                          params=params, model_flops_per_step=forward)  # fmt: skip
+                          model_flops_per_step=forward)  # fmt: skip
     return report, batch
 
 
