@@ -37,7 +37,7 @@ def get_config(task: str = "mrpc") -> ml_collections.ConfigDict:
     c = finetune_config("glue")
     c.task = "sst2" if task == "tpu" else task
     c.max_seq_length = 64
-    c.learning_rate = 1e-4  # the students' one budget (not tuned on dev)
+    c.learning_rate = 1e-4  # peak learning rate: the students' one budget (not tuned on dev)
     c.distill.loss = "kl"
     c.distill.temperature = 1.0
     c.distill.alpha = 0.0

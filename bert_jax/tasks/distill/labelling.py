@@ -14,6 +14,7 @@ stats.json, the mark of a complete cache.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -103,6 +104,7 @@ def label(
     if pairing not in transfer.PAIRINGS:
         raise BertJaxError(f"--pairing={pairing!r}: use one of {', '.join(transfer.PAIRINGS)}")
     t = load_teacher(teacher, cfg, teacher_step)  # every check before any data is read
+    t = dataclasses.replace(t, config=t.config.replace(dtype=cfg.dtype))  # compute dtype
     regression = cfg.family == "glue" and get_spec(cfg.task).is_regression
     tokenizer = t.tokenizer(cfg.get("do_lower_case"))
     job = make_job(cfg, do_lower_case=tokenizer.do_lower_case)

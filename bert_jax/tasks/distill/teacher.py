@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 
 import numpy as np
 from etils import epath
@@ -167,8 +168,6 @@ def _from_hf(path: epath.Path) -> Teacher:
 
 
 def read_json_or_none(path: epath.Path) -> dict | None:
-    import json
-
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError):
