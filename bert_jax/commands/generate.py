@@ -83,20 +83,9 @@ def main(argv: list[str]) -> None:
 def _read_lines(path: str) -> list[str]:
     """The input's lines; a file that is not UTF-8 names its first bad line (a decode error
     traceback before), and an empty one is refused (it would write an empty output)."""
-    from etils import epath
+    from bert_jax.tasks.text_files import read_utf8
 
-    source = epath.Path(path)
-    if not source.is_file():
-        raise BertJaxError(f"--input_file={path}: no such file")
-    data = source.read_bytes()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise BertJaxError(
-            f"--input_file={path}: line {line} is not UTF-8 (byte 0x{data[e.start]:02x}); "
-            "convert the file, e.g. iconv -f LATIN1 -t UTF-8"
-        ) from None
+    text = read_utf8(path, f"--input_file={path}")
     lines = text.splitlines()
     if not lines:
         raise BertJaxError(f"--input_file={path}: empty; give one input per line")
