@@ -15,11 +15,8 @@ gs://). Fine-tuning sequences use `layout` (`<s> A </s></s> B </s>`, see layout.
 
 from __future__ import annotations
 
-import collections
 import json
 import os
-import re
-from collections.abc import Iterable, Sequence
 
 from etils import epath
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
@@ -27,11 +24,10 @@ from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 from bert_jax import file_set
 from bert_jax.errors import BertJaxError
 from bert_jax.tokenization import layout as layout_lib
-from bert_jax.tokenization.lookups import VocabLookups
+from bert_jax.tokenization.tokenizers_backed import TokenizersBacked
 
 SPECIAL_TOKENS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")  # RoBERTa's ids 0 1 2 3 (mask last)
 VOCAB, MERGES, TOKENIZER_JSON = "vocab.json", "merges.txt", "tokenizer.json"
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def find_files(directory: str | os.PathLike) -> epath.Path | None:
@@ -117,7 +113,7 @@ def _load_backend(path: epath.Path) -> Tokenizer:
     return build_backend(vocab, read_merges(merges_path))
 
 
-class ByteBpeTokenizer(VocabLookups):
+class ByteBpeTokenizer(TokenizersBacked):
     """Byte-level BPE (RoBERTa): tokenize / encode / encode_batch / convert_* / vocab / inv_vocab,
     as FullTokenizer, with the ids of `<s> </s> <pad> <unk> <mask>`."""
 
@@ -151,40 +147,7 @@ class ByteBpeTokenizer(VocabLookups):
                 if t not in listed
             ]  # fmt: skip
         )
-        self.vocab = collections.OrderedDict(sorted(vocab.items(), key=lambda kv: kv[1]))
-        self.inv_vocab = {i: t for t, i in self.vocab.items()}
+        self._set_vocab(vocab)
         self.cls_id, self.pad_id, self.sep_id, self.unk_id, self.mask_id = (
             vocab[t] for t in SPECIAL_TOKENS
         )
-
-    def __len__(self) -> int:
-        return len(self.vocab)
-
-    @staticmethod
-    def _text(text: str | bytes) -> str:
-        if isinstance(text, bytes):
-            return text.decode("utf-8", errors="ignore")
-        # `tokenizers` accepts only valid Unicode; a lone surrogate is what U+FFFD replaces.
-        return _SURROGATE.sub("\ufffd", text)
-
-    def encode(self, text: str | bytes) -> list[int]:
-        return self.backend.encode(self._text(text), add_special_tokens=False).ids
-
-    def tokenize(self, text: str | bytes) -> list[str]:
-        # By id: an Encoding's token for <mask> includes the space lstrip took with it.
-        return self.convert_ids_to_tokens(self.encode(text))
-
-    def encode_batch(self, texts: Sequence[str | bytes]) -> list[list[int]]:
-        """Token ids of each text (no <s>/</s>); runs in parallel in Rust."""
-        inputs = [self._text(t) for t in texts]
-        return [e.ids for e in self.backend.encode_batch_fast(inputs, add_special_tokens=False)]
-
-
-    def decode(self, ids: Iterable[int]) -> str:
-        return self.backend.decode([int(i) for i in ids], skip_special_tokens=False)
-
-    def pieces_to_text(self, pieces: Sequence[str]) -> str:
-        """The text a run of pieces spells (SQuAD answers from predicted pieces)."""
-        return self.decode(self.convert_tokens_to_ids(pieces)).strip()
-
-

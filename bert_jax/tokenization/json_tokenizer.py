@@ -12,12 +12,9 @@ vocabulary holds: [CLS]/[SEP] as BERT and ALBERT, <cls>/<sep> as XLNet). Byte-le
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import json
 import os
-import re
-from collections.abc import Iterable, Sequence
 from typing import Any
 
 from etils import epath
@@ -25,9 +22,8 @@ from tokenizers import Tokenizer
 
 from bert_jax.errors import BertJaxError
 from bert_jax.tokenization import layout as layout_lib
-from bert_jax.tokenization.lookups import VocabLookups
+from bert_jax.tokenization.tokenizers_backed import TokenizersBacked
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
 MODEL_TYPES = ("WordPiece", "Unigram")
 
 
@@ -56,7 +52,7 @@ def read_tokenizer_json(path: epath.Path) -> dict:
     return raw
 
 
-class JsonTokenizer(VocabLookups):
+class JsonTokenizer(TokenizersBacked):
     """`JsonTokenizer("dir/tokenizer.json")`: tokenize / encode / encode_batch / convert_* /
     vocab / inv_vocab / pieces_to_text, as FullTokenizer."""
 
@@ -79,8 +75,7 @@ class JsonTokenizer(VocabLookups):
         self.backend.no_padding()
         self.do_lower_case = _lowercases(raw.get("normalizer"))
         vocab = self.backend.get_vocab(with_added_tokens=True)
-        self.vocab = collections.OrderedDict(sorted(vocab.items(), key=lambda kv: kv[1]))
-        self.inv_vocab = {i: t for t, i in self.vocab.items()}
+        self._set_vocab(vocab)
         unk = raw["model"].get("unk_token")
         if model_type == "Unigram" and raw["model"].get("unk_id") is not None:
             unk = self.inv_vocab.get(int(raw["model"]["unk_id"]))
@@ -96,30 +91,3 @@ class JsonTokenizer(VocabLookups):
             f"{p}: the vocabulary has neither [CLS] and [SEP] (BERT, ALBERT) nor <cls> and <sep> "
             "(XLNet)"
         )
-
-    def __len__(self) -> int:
-        return len(self.vocab)
-
-    @staticmethod
-    def _text(text: str | bytes) -> str:
-        if isinstance(text, bytes):
-            return text.decode("utf-8", errors="ignore")
-        return _SURROGATE.sub("\ufffd", text)  # `tokenizers` takes only valid Unicode
-
-    def encode(self, text: str | bytes) -> list[int]:
-        return self.backend.encode(self._text(text), add_special_tokens=False).ids
-
-    def tokenize(self, text: str | bytes) -> list[str]:
-        return self.convert_ids_to_tokens(self.encode(text))
-
-    def encode_batch(self, texts: Sequence[str | bytes]) -> list[list[int]]:
-        """Token ids of each text (no special tokens); runs in parallel in Rust."""
-        inputs = [self._text(t) for t in texts]
-        return [e.ids for e in self.backend.encode_batch_fast(inputs, add_special_tokens=False)]
-
-    def decode(self, ids: Iterable[int]) -> str:
-        return self.backend.decode([int(i) for i in ids], skip_special_tokens=False)
-
-    def pieces_to_text(self, pieces: Sequence[str]) -> str:
-        """The text a run of pieces spells (SQuAD answers from predicted pieces)."""
-        return self.decode(self.convert_tokens_to_ids(pieces)).strip()
