@@ -108,7 +108,7 @@ def predict(trainer, params, arrays: dict[str, np.ndarray], batch_size: int):
     n_dev = trainer.mesh.shape["data"] * trainer.mesh.shape["fsdp"]
     batch_size = -(-batch_size // n_dev) * n_dev
     specs = trainer.task.init_inputs()
-    n = len(arrays["input_ids"])
+    n = len(next(iter(arrays.values())))
     # Training-only columns (a distilled student's teacher outputs) are zeros here.
     cols = {
         k: arrays[k] if k in arrays else np.zeros((n, *specs[k].shape[1:]), specs[k].dtype)
