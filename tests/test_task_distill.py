@@ -311,3 +311,26 @@ def test_distillation_compiles_for_a_tpu_slice():
     report, trainer = compile_online_student(cfg, tpu)
     assert report.fits and trainer.mesh.shape["data"] == 4
     assert "teacher" in trainer.abstract_state().params
+
+
+@pytest.mark.parametrize("family", ["ner", "squad"])
+def test_token_and_span_students_learn_from_the_cache(teachers, tmp_path, family):
+    """Per-token (tagging) and per-window start/end (span) soft labels train a student that is
+    scored with the task's official metric; the soft loss falls towards the teacher."""
+    import json
+
+    from bert_jax.tasks import runner
+
+    data = tmp_path / "labels"
+    labelling.label(_cfg(family), str(teachers[family]), str(data))
+    cfg = _cfg(family, init_checkpoint=str(teachers["glue"]), train_batch_size=2,
+               eval_batch_size=4, num_train_epochs=6.0, num_devices=1, learning_rate=1e-3,
+               log_every_steps=1)  # fmt: skip
+    cfg.mesh.data = 1
+    cfg.distill.update(data=str(data), loss="mse", alpha=0.0)
+    results = runner.finetune(cfg, str(tmp_path / "student"))
+    assert "f1" in results
+    lines = (tmp_path / "student" / "metrics.jsonl").read_text().splitlines()
+    logged = [json.loads(x) for x in lines]
+    soft = [r["distill_loss"] for r in logged if "distill_loss" in r]
+    assert np.isfinite(soft).all() and soft[-1] < soft[0]
