@@ -13,8 +13,9 @@ no hard-label term), the students' budget of experiments/task_distill/run.py.
   bert-jax finetune --config distill.py:mrpc --workdir S --config.init_checkpoint=MINILM_DIR \\
       --config.init_num_layers=4 --config.data_dir=D --config.distill.data=L
 
-Expect (experiments/task_distill/README.md, the offline suite's mrpc, 1151 dev pairs): see the
-table there; the students' accuracy as a fraction of the teacher's is what it reports.
+Expect (experiments/task_distill/README.md, the offline suite's mrpc, 1151 dev pairs, 3 seeds):
+teacher 0.705, best constant 0.509; 4-layer pretrained student distilled with transfer text
+0.709 (1.01 of the teacher), 2-layer 0.589 (0.84); random-init students 0.51-0.54.
 --config.distill.teacher=T instead of distill.data runs the teacher online, in the student's
 step (with --config.distill.input_file for transfer text); --config.distill.loss=mse and
 --config.distill.alpha=A (weight of the labelled rows' own loss) are the other knobs.

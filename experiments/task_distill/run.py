@@ -93,6 +93,32 @@ def bootstrap(hits_SxN: np.ndarray, reps: int = 2000, seed: int = 0) -> tuple[fl
     return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
+def paired_difference(a_SxN: np.ndarray, b_SxN: np.ndarray, reps: int = 2000) -> list[float]:
+    """Mean accuracy of a minus b with a 95% interval, resampling the same dev examples and seed
+    indices for both (paired)."""
+    rng = np.random.default_rng(0)
+    s, n = a_SxN.shape
+    diffs = []
+    for _ in range(reps):
+        si, ni = rng.integers(0, s, s), rng.integers(0, n, n)
+        diffs.append(a_SxN[si][:, ni].mean() - b_SxN[si][:, ni].mean())
+    lo, hi = np.percentile(diffs, [2.5, 97.5])
+    return [float(a_SxN.mean() - b_SxN.mean()), float(lo), float(hi)]
+
+
+# Turc et al.'s claims as (name, row a, row b): a - b > 0 where the claim holds.
+CLAIMS = (
+    ("distillation helps (task inputs)", "distilled", "labels only"),
+    ("transfer text helps distillation", "distilled + transfer", "distilled"),
+    ("pretraining matters for compact models", "pretrained, labels", "labels only"),
+    (
+        "pretraining and distillation compound",
+        "pretrained distilled + transfer",
+        "distilled + transfer",
+    ),
+)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--workdir", default="/tmp/task_distill")
@@ -119,8 +145,10 @@ def main() -> None:
     rows = {
         "labels only": ["--config.random_init=True"],
         "distilled": ["--config.random_init=True", f"--config.distill.data={caches['task']}"],
-        "distilled + transfer": ["--config.random_init=True",
-                                 f"--config.distill.data={caches['transfer']}"],  # fmt: skip
+        "distilled + transfer": [
+            "--config.random_init=True",
+            f"--config.distill.data={caches['transfer']}",
+        ],  # fmt: skip
         "pretrained, labels": [],
         "pretrained distilled + transfer": [f"--config.distill.data={caches['transfer']}"],
     }
@@ -128,7 +156,8 @@ def main() -> None:
     labels = [r.split("\t")[0] for r in (data / "dev.tsv").read_text().splitlines()[1:] if r]
     constant = max(labels.count(v) for v in set(labels)) / len(labels)
     out = {"teacher_accuracy": tm["accuracy"], "best_constant": constant,
-           "dev_examples": len(labels), "rows": {}}  # fmt: skip
+           "dev_examples": len(labels), "rows": {}, "claims": {}}  # fmt: skip
+    all_hits = {}
     for layers in [int(x) for x in args.layers.split(",")]:
         for name, extra in rows.items():
             hits, accs = [], []
@@ -141,6 +170,7 @@ def main() -> None:
                 hits.append(dev_hits(wd, data))
             lo, hi = bootstrap(np.stack(hits))
             key = f"L{layers} {name}"
+            all_hits[key] = np.stack(hits)
             out["rows"][key] = {
                 "accuracy_per_seed": accs, "mean": float(np.mean(accs)),
                 "std": float(np.std(accs, ddof=1)) if len(accs) > 1 else 0.0,
@@ -151,6 +181,14 @@ def main() -> None:
                   flush=True)  # fmt: skip
             out["wall_seconds"] = time.time() - t0
             (root / "results.json").write_text(json.dumps(out, indent=1))
+    for layers in [int(x) for x in args.layers.split(",")]:
+        for claim, a, b in CLAIMS:
+            d, lo, hi = paired_difference(all_hits[f"L{layers} {a}"], all_hits[f"L{layers} {b}"])
+            verdict = "holds" if lo > 0 else "reversed" if hi < 0 else "unresolved"
+            out["claims"][f"L{layers} {claim}"] = {"difference": d, "ci95": [lo, hi],
+                                                   "verdict": verdict}  # fmt: skip
+            print(f"L{layers} {claim:40s} {d:+.3f} [{lo:+.3f}, {hi:+.3f}] {verdict}")
+    (root / "results.json").write_text(json.dumps(out, indent=1))
     print(f"teacher {tm['accuracy']:.3f} (dev {len(labels)}, {teacher_hits.mean():.3f}); "
           f"best constant {constant:.3f}; {time.time() - t0:.0f} s")  # fmt: skip
 
