@@ -14,7 +14,18 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from bert_jax.errors import BertJaxError
+
 LOSSES = ("kl", "mse")
+
+
+def check_loss(kind: str, regression: bool) -> None:
+    """One-line refusal of a loss the task cannot take (before any data is read)."""
+    if kind not in LOSSES:
+        raise BertJaxError(f"config distill.loss={kind!r}: use kl or mse")
+    if regression and kind == "kl":
+        raise BertJaxError("config distill.loss=kl: a regression task has no distribution; "
+                           "use distill.loss=mse")  # fmt: skip
 
 
 def per_row(student_NxC: jax.Array, teacher_NxC: jax.Array, kind: str, temperature: float):

@@ -57,16 +57,12 @@ class DistillTask:
     teacher: Teacher | None = None
 
     def __post_init__(self) -> None:
-        if self.loss not in losses.LOSSES:
-            raise BertJaxError(f"config distill.loss={self.loss!r}: use kl or mse")
         if not self.temperature > 0:
             raise BertJaxError(f"config distill.temperature={self.temperature}: must be > 0")
         if not self.alpha >= 0:
             raise BertJaxError(f"config distill.alpha={self.alpha}: must be >= 0")
         self.kind = self._kind()
-        if self.kind == "regression" and self.loss == "kl":
-            raise BertJaxError("config distill.loss=kl: a regression task has no distribution; "
-                               "use distill.loss=mse")  # fmt: skip
+        losses.check_loss(self.loss, self.kind == "regression")
         self.model = self.base.model
         if self.teacher is not None:
             b, L = self.base.global_batch_size, self.base.max_seq_length

@@ -16,7 +16,7 @@ import jax
 import numpy as np
 
 from bert_jax.errors import BertJaxError
-from bert_jax.tasks.distill import cache, transfer
+from bert_jax.tasks.distill import cache, losses, transfer
 from bert_jax.tasks.distill.student import DistillTask
 from bert_jax.tasks.distill.teacher import Teacher, load_teacher, vocab_fingerprint
 from bert_jax.tasks.glue import get_spec
@@ -48,9 +48,7 @@ class Distillation:
                                "or the teacher to run online)")  # fmt: skip
         if cfg.get("feature_based"):
             raise BertJaxError("config distill: not with feature_based (frozen features)")
-        if cfg.family == "glue" and get_spec(cfg.task).is_regression and d.loss == "kl":
-            raise BertJaxError("config distill.loss=kl: a regression task has no distribution; "
-                               "use distill.loss=mse")  # fmt: skip
+        losses.check_loss(d.loss, cfg.family == "glue" and get_spec(cfg.task).is_regression)
         mine = vocab_fingerprint(student_vocab) if student_vocab else ""
         if d.teacher:
             teacher = load_teacher(d.teacher, cfg)

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 
 import numpy as np
 from etils import epath
 
+from bert_jax.atomic_write import read_json
 from bert_jax.checkpoint import read_workdir_config, restore_params
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
@@ -131,7 +131,7 @@ def _hf_head(path: epath.Path, arch: str, family: str, config: BertConfig) -> di
 
 
 def _from_hf(path: epath.Path) -> Teacher:
-    raw = read_json_or_none(path / "config.json") or {}
+    raw = read_json(path / "config.json", f"{path}: no config.json (not a Hugging Face model)")
     archs = raw.get("architectures") or []
     family = next((f for suffix, f in _HF_HEADS.items() for a in archs if a.endswith(suffix)), "")
     if not family:
@@ -165,13 +165,6 @@ def _from_hf(path: epath.Path) -> Teacher:
         do_lower_case=pre.do_lower_case,
         source=str(path),
     )
-
-
-def read_json_or_none(path: epath.Path) -> dict | None:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
 
 
 def load_teacher(path: str, cfg, step: int | None = None) -> Teacher:
