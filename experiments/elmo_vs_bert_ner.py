@@ -42,9 +42,9 @@ from bert_jax.atomic_write import write_json_atomic
 from bert_jax.corpus import embedded
 from bert_jax.interop import load_pretrained
 from bert_jax.model.elmo import ElmoBiLM, ElmoConfig
+from bert_jax.runs.finetune import predict, run_config
 from bert_jax.tasks import elmo_lm, elmo_ner, feature_ner, ner
 from bert_jax.tasks.arrays import TrainBatches, eval_batches
-from bert_jax.tasks.runner import predict, run_config
 from bert_jax.tokenization import FullTokenizer
 from bert_jax.train.config import finetune_config, pretrain_config
 from bert_jax.train.loop import train

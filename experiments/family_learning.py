@@ -87,8 +87,8 @@ def baselines(config: Any) -> dict[str, float]:
     """Held-out scores of the trivial predictors, on the masks the model is scored on."""
     from bert_jax.input import EvalInput
     from bert_jax.objectives.baselines import masked_lm_baselines
+    from bert_jax.pretraining.task import bert_config_from, pretraining_task
     from bert_jax.tokenization.vocab import load_vocab
-    from bert_jax.train.pretraining import bert_config_from, pretraining_task
 
     task = pretraining_task(config, bert_config_from(config))
 

@@ -30,7 +30,7 @@ from bert_jax.corpus import embedded
 from bert_jax.interop.seq2seq_load import load_seq2seq
 from bert_jax.interop.t5 import export_t5
 from bert_jax.model.seq2seq import EncoderDecoder
-from bert_jax.tasks import runner
+from bert_jax.runs import finetune as runner
 from bert_jax.train.config import finetune_config
 
 TASKS = {"sst2": ("glue", 64, 4), "squad": ("squad", 160, 8)}  # family, inputs, targets

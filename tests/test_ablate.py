@@ -51,7 +51,7 @@ def test_causal_encoder_matches_transformers_decoder(tmp_path):
 
 
 def test_ltr_objective_needs_a_causal_model():
-    from bert_jax.train.pretraining import PretrainingTask
+    from bert_jax.pretraining.task import PretrainingTask
 
     with pytest.raises(BertJaxError, match="causal"):
         PretrainingTask(preset("tiny", vocab_size=50), 2, 16, 4, objective="ltr")
@@ -265,8 +265,8 @@ def test_electra_table_matches_training_flops_and_reads_packed_shards():
     the trainer's own FLOPs count of each task); both read full-sentence shards."""
     from bert_jax.ablations.harness import shard_objective
     from bert_jax.ablations.scales import SCALES, mlm_steps_at_electra_flops
+    from bert_jax.pretraining.task import pretraining_task
     from bert_jax.train.config import pretrain_config
-    from bert_jax.train.pretraining import pretraining_task
 
     s = SCALES["cpu"]
     mlm_steps = mlm_steps_at_electra_flops(s, s.steps)

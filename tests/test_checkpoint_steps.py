@@ -14,8 +14,8 @@ from bert_jax.checkpoint import Checkpointer
 from bert_jax.config import preset
 from bert_jax.errors import BertJaxError
 from bert_jax.interop.pretrained import load_pretrained
+from bert_jax.pretraining.task import PretrainingTask, synthetic_batch
 from bert_jax.train import train
-from bert_jax.train.pretraining import PretrainingTask, synthetic_batch
 
 
 def test_checkpoints_every_period_are_kept_and_a_step_loads(tmp_path, tiny_hf_dir):

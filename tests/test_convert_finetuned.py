@@ -14,8 +14,8 @@ import sys
 import numpy as np
 import pytest
 
+from bert_jax.runs import finetune as runner
 from bert_jax.runs.export import convert
-from bert_jax.tasks import runner
 from bert_jax.tokenization import FullTokenizer
 from bert_jax.train.config import finetune_config
 

@@ -16,8 +16,8 @@ from bert_jax.corpus import snapshot
 from bert_jax.data.pipeline import create_pretraining_data
 from bert_jax.interop import export_hf
 from bert_jax.model import BertForPreTraining
+from bert_jax.pretraining.distillation import distillation_task, student_config, teacher_layers
 from bert_jax.train.config import pretrain_config
-from bert_jax.train.distillation import distillation_task, student_config, teacher_layers
 
 SEQ, PRED = 64, 10
 

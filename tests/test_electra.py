@@ -20,9 +20,9 @@ from bert_jax.data.pipeline import create_pretraining_data
 from bert_jax.errors import BertJaxError
 from bert_jax.model.electra import generator_config
 from bert_jax.objectives.masking import MaskingSpec, mask_batch
+from bert_jax.pretraining.task import PretrainingTask, bert_config_from, synthetic_batch
 from bert_jax.train import flops as flops_lib
 from bert_jax.train.config import pretrain_config
-from bert_jax.train.pretraining import PretrainingTask, bert_config_from, synthetic_batch
 
 SEQ, PRED = 64, 10
 

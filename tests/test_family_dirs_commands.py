@@ -27,8 +27,8 @@ import pytest
 from bert_jax.corpus import embedded
 from bert_jax.errors import BertJaxError
 from bert_jax.features.commands import attention_map, extract_features
+from bert_jax.runs import finetune as runner
 from bert_jax.runs.export import convert_any
-from bert_jax.tasks import runner
 from bert_jax.train.config import finetune_config
 
 FIX = pathlib.Path(__file__).parent / "fixtures" / "tasks"

@@ -11,7 +11,7 @@ import pytest
 
 from bert_jax.configs import albert, distilbert, electra
 from bert_jax.model.electra import generator_config
-from bert_jax.train.pretraining import bert_config_from, pretraining_task
+from bert_jax.pretraining.task import bert_config_from, pretraining_task
 
 
 def _param_count(config) -> tuple[int, dict]:

@@ -19,7 +19,8 @@ import pytest
 from bert_jax.corpus import embedded
 from bert_jax.errors import BertJaxError
 from bert_jax.features import load_encoder
-from bert_jax.tasks import ner, runner, squad, swag
+from bert_jax.runs import finetune as runner
+from bert_jax.tasks import ner, squad, swag
 from bert_jax.train.config import finetune_config
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

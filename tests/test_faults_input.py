@@ -15,10 +15,10 @@ from bert_jax.corpus import embedded as embedded_corpus
 from bert_jax.data.pipeline import create_pretraining_data
 from bert_jax.errors import BertJaxError
 from bert_jax.input import PretrainInput
+from bert_jax.pretraining.task import bert_config_from
 from bert_jax.shards.example import decode, encode
 from bert_jax.shards.tfrecord import TFRecordWriter, read_records
 from bert_jax.train.config import pretrain_config
-from bert_jax.train.pretraining import bert_config_from
 
 SEQ, PRED, VOCAB = 32, 5, 600
 

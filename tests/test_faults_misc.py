@@ -164,7 +164,7 @@ def test_pretraining_run_ends_with_its_curves_png(small_vocab, tmp_path, capsys)
 
 def test_finetuning_run_ends_with_its_curves_png(tiny_hf_dir, tmp_path, capsys):
     from bert_jax.configs import glue
-    from bert_jax.tasks import runner
+    from bert_jax.runs import finetune as runner
 
     cfg = glue.get_config("mrpc")
     cfg.update(dict(init_checkpoint=str(tiny_hf_dir), do_lower_case=True, max_seq_length=32,

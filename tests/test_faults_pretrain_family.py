@@ -71,8 +71,8 @@ def test_electra_generator_size_out_of_range_refused_before_anything_is_written(
 def test_distillation_teacher_of_another_vocabulary_is_refused(data, tiny_hf_dir, tmp_path):
     """The teacher (30522-token uncased WordPiece) and the student's shards (a 600-token vocab
     built here): every id the student reads is a valid teacher id, so nothing failed before."""
+    from bert_jax.pretraining.distillation import check_teacher_vocab
     from bert_jax.runs.pretrain import run_pretraining
-    from bert_jax.train.distillation import check_teacher_vocab
 
     config = _bert_config(data, objective="full_sentences", teacher=str(tiny_hf_dir))
     with pytest.raises(BertJaxError) as e:

@@ -98,7 +98,7 @@ def test_squad_paragraph_without_context_named(tmp_path):
 def test_finetune_config_refused_before_loading_anything(tmp_path, override, message):
     """The weights and data named here do not exist: the config error comes first, and nothing
     is written."""
-    from bert_jax.tasks import runner
+    from bert_jax.runs import finetune as runner
     from bert_jax.train.config import finetune_config
 
     cfg = finetune_config("glue")
@@ -111,7 +111,7 @@ def test_finetune_config_refused_before_loading_anything(tmp_path, override, mes
 
 def test_finetune_max_seq_length_beyond_the_checkpoints_positions(tmp_path, minilm_dir):
     """MiniLM has 512 positions: 1000 is refused once its config is read, before the data."""
-    from bert_jax.tasks import runner
+    from bert_jax.runs import finetune as runner
     from bert_jax.train.config import finetune_config
 
     (tmp_path / "train.tsv").write_bytes((HEADER + ROW).encode())

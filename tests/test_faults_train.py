@@ -24,9 +24,9 @@ from bert_jax.checkpoint import Checkpointer, restore_params
 from bert_jax.config import preset
 from bert_jax.errors import BertJaxError
 from bert_jax.model import unstack_layers
+from bert_jax.pretraining.task import PretrainingTask, synthetic_batch
 from bert_jax.train import build_trainer, make_mesh, train
 from bert_jax.train.lock import WorkdirLock
-from bert_jax.train.pretraining import PretrainingTask, synthetic_batch
 from bert_jax.train.workdir import write_config
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -373,7 +373,7 @@ import sys, jax, ml_collections
 from bert_jax.checkpoint import Checkpointer
 from bert_jax.config import preset
 from bert_jax.train import build_trainer, make_mesh
-from bert_jax.train.pretraining import PretrainingTask
+from bert_jax.pretraining.task import PretrainingTask
 task = PretrainingTask(preset("L1-H64-A2", vocab_size=128, max_position_embeddings=32), 4, 16, 3)
 config = ml_collections.ConfigDict(CONFIG)
 trainer = build_trainer(config, task, make_mesh(config.mesh, jax.devices()[:1]))

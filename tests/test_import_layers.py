@@ -25,6 +25,7 @@ LAYERS = (
     ("checkpoint",),
     ("interop", "input", "decoding"),
     ("train", "features"),
+    ("pretraining",),
     ("aot", "configs"),
     ("tasks",),
     ("runs",),

@@ -112,7 +112,7 @@ def run_job(job: dict) -> dict:
     import jax
 
     if job["kind"] == "finetune":
-        from bert_jax.tasks import runner
+        from bert_jax.runs import finetune as runner
 
         return runner.finetune(finetune_config(job["config"]), job["workdir"])
     from bert_jax.input import PretrainInput
@@ -299,7 +299,7 @@ def test_finetuning_on_two_processes_reports_the_metrics_of_one(
 ):
     import importlib.util
 
-    from bert_jax.tasks import runner
+    from bert_jax.runs import finetune as runner
 
     spec = importlib.util.spec_from_file_location("wo", ROOT / "experiments" / "word_order.py")
     word_order = importlib.util.module_from_spec(spec)

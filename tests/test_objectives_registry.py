@@ -17,9 +17,9 @@ from bert_jax.data.pipeline import create_pretraining_data
 from bert_jax.errors import BertJaxError
 from bert_jax.input import PretrainInput
 from bert_jax.objectives.masking import MaskingSpec
+from bert_jax.pretraining.task import PretrainingTask
 from bert_jax.train import build_trainer, make_mesh
 from bert_jax.train.config import pretrain_config
-from bert_jax.train.pretraining import PretrainingTask
 
 L, P = 48, 8
 

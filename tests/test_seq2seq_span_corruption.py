@@ -72,10 +72,10 @@ def test_shards_and_resumable_dynamic_corruption(tmp_path):
 def test_tiny_t5_learns_span_corruption(tmp_path, capfd):
     from bert_jax.corpus import snapshot
     from bert_jax.model.seq2seq import seq2seq_preset
+    from bert_jax.pretraining.seq2seq_task import Seq2SeqTask
     from bert_jax.tokenization.t5_vocab import T5Vocab, train_t5_spm
     from bert_jax.train.config import training_config
     from bert_jax.train.loop import train
-    from bert_jax.train.seq2seq_task import Seq2SeqTask
 
     docs = list(snapshot.iter_documents(max_documents=400))
     vocab = T5Vocab(train_t5_spm([s for d in docs for s in d], tmp_path, 500))

@@ -26,9 +26,9 @@ def _train_and_beam_decode(tmp_path, cfg, model, steps: int, lr: float) -> float
     """Exact-match rate of 4-beam decoding on held-out sequences after training."""
     from bert_jax.decoding import GenerateSettings, Seq2SeqGenerator, trim
     from bert_jax.input.seq2seq import Seq2SeqBatches
+    from bert_jax.pretraining.seq2seq_task import Seq2SeqTask
     from bert_jax.train.config import training_config
     from bert_jax.train.loop import train
-    from bert_jax.train.seq2seq_task import Seq2SeqTask
 
     train_data, test = _reversal(20000, 0), _reversal(200, 1)
     seen = {tuple(r) for r in train_data["inputs"]}

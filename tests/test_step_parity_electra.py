@@ -49,7 +49,7 @@ from bert_jax.model.electra import (
 )
 from bert_jax.objectives import electra as electra_objective
 from bert_jax.objectives import losses
-from bert_jax.train.pretraining import PretrainingTask
+from bert_jax.pretraining.task import PretrainingTask
 
 VOCAB = 300
 EMBED = 16  # E < H: the discriminator projects E -> 32, the generator (H = 8, one head) E -> 8

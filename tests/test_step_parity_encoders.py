@@ -32,8 +32,8 @@ from bert_jax.config import preset
 from bert_jax.model.families import get_family
 from bert_jax.objectives.losses import DENOMINATORS
 from bert_jax.objectives.masking import MaskingSpec, mask_batch
+from bert_jax.pretraining.task import PretrainingTask
 from bert_jax.train import optimizer as optimizer_lib
-from bert_jax.train.pretraining import PretrainingTask
 
 VOCAB = 300
 

@@ -36,8 +36,8 @@ from bert_jax.interop.t5 import export_t5
 from bert_jax.model.seq2seq import Seq2SeqConfig
 from bert_jax.objectives import span_corruption
 from bert_jax.objectives.losses import DENOMINATORS
+from bert_jax.pretraining.seq2seq_task import Seq2SeqTask
 from bert_jax.train import optimizer as optimizer_lib
-from bert_jax.train.seq2seq_task import Seq2SeqTask
 
 VOCAB = 160  # the last 100 ids are sentinels (vocab_size - 1 - i), text ids below 60
 SIZE = dict(vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=48, num_layers=2, num_decoder_layers=2,

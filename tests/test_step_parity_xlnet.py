@@ -34,8 +34,8 @@ from bert_jax.interop.xlnet import export_xlnet
 from bert_jax.model.xlnet.pretraining import model_inputs
 from bert_jax.objectives import permutation_lm
 from bert_jax.objectives.losses import DENOMINATORS
+from bert_jax.pretraining.task import PretrainingTask
 from bert_jax.train import optimizer as optimizer_lib
-from bert_jax.train.pretraining import PretrainingTask
 
 VOCAB, BATCH, SEQ, PRED = 300, 4, 32, 6
 XLNET_DECAYED = ("r_s_bias", "r_r_bias", "r_w_bias")  # google xlnet's include_in_weight_decay

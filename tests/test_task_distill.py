@@ -232,7 +232,7 @@ def test_workers_and_a_killed_run_give_the_same_shards(teachers, tmp_path):
 
 
 def _student(teachers, workdir: pathlib.Path, **distill):
-    from bert_jax.tasks import runner
+    from bert_jax.runs import finetune as runner
 
     cfg = _cfg("glue", init_checkpoint=str(teachers["glue"]), train_batch_size=4,
                eval_batch_size=4, num_train_epochs=2.0, num_devices=1, learning_rate=1e-3,
@@ -285,7 +285,7 @@ def test_bad_teachers_and_students_are_refused_before_any_work(teachers, tmp_pat
     labelling.label(_cfg("ner"), str(teachers["ner"]), str(ner_cache))
     other_vocab = tmp_path / "vocab.txt"
     other_vocab.write_text((teachers["ner"] / "vocab.txt").read_text().replace("[unused0]", "x"))
-    from bert_jax.tasks import runner
+    from bert_jax.runs import finetune as runner
 
     cfg = _cfg("ner", init_checkpoint=str(teachers["ner"]), vocab_file=str(other_vocab))
     cfg.distill.data = str(ner_cache)
@@ -319,7 +319,7 @@ def test_token_and_span_students_learn_from_the_cache(teachers, tmp_path, family
     scored with the task's official metric; the soft loss falls towards the teacher."""
     import json
 
-    from bert_jax.tasks import runner
+    from bert_jax.runs import finetune as runner
 
     data = tmp_path / "labels"
     labelling.label(_cfg(family), str(teachers[family]), str(data))

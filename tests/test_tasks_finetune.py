@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from bert_jax.errors import BertJaxError
-from bert_jax.tasks import runner
+from bert_jax.runs import finetune as runner
 from bert_jax.train.config import finetune_config, pretrain_config, training_config
 
 ROOT = pathlib.Path(__file__).parent.parent

@@ -13,7 +13,9 @@ import pytest
 
 from bert_jax.corpus import embedded
 from bert_jax.errors import BertJaxError
-from bert_jax.tasks import glue, runner, text_to_text
+from bert_jax.runs import finetune as runner
+from bert_jax.runs import text_to_text
+from bert_jax.tasks import glue
 from bert_jax.train.config import finetune_config
 
 FIX = pathlib.Path(__file__).parent / "fixtures" / "tasks"

@@ -10,9 +10,9 @@ import pytest
 
 from bert_jax.config import preset
 from bert_jax.errors import BertJaxError
+from bert_jax.pretraining.task import PretrainingTask, synthetic_batch
 from bert_jax.train import Checkpointer, build_trainer, make_mesh, train
 from bert_jax.train.optimizer import decay_mask, learning_rate_schedule, make_optimizer
-from bert_jax.train.pretraining import PretrainingTask, synthetic_batch
 
 STEPS = 3
 

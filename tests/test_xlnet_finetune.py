@@ -13,7 +13,8 @@ import pytest
 
 from bert_jax.corpus import embedded
 from bert_jax.errors import BertJaxError
-from bert_jax.tasks import runner, xlnet_finetune, xlnet_layout
+from bert_jax.runs import finetune as runner
+from bert_jax.tasks import xlnet_finetune, xlnet_layout
 from bert_jax.tasks.jobs import make_job
 from bert_jax.tokenization.layout import XLNET_PAD_SEGMENT
 from bert_jax.tokenization.sentencepiece_tokenizer import XLNetTokenizer

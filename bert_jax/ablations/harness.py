@@ -34,13 +34,13 @@ from bert_jax.corpus import embedded
 from bert_jax.data.pipeline import create_pretraining_data
 from bert_jax.errors import BertJaxError
 from bert_jax.interop import graft_encoder
+from bert_jax.pretraining.task import bert_config_from, pretraining_task
+from bert_jax.runs import finetune as runner
 from bert_jax.runs.pretrain import run_pretraining
-from bert_jax.tasks import runner
 from bert_jax.tokenization.vocab_builder import build_vocab
 from bert_jax.train import build_trainer, make_mesh
 from bert_jax.train.config import finetune_config, pretrain_config
 from bert_jax.train.lock import WorkdirLock, in_use
-from bert_jax.train.pretraining import bert_config_from, pretraining_task
 
 FAMILY = {"sst2": "glue", "mrpc": "glue", "mnli": "glue", "conll": "ner", "squad": "squad"}
 _ONE_DEVICE = {"data": 1, "fsdp": 1, "tensor": 1}

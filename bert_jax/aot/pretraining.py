@@ -21,18 +21,18 @@ from bert_jax.aot.fit import CompileReport, compile_step, format_report
 from bert_jax.aot.topology import TpuSlice, generation_of_device, resolve_slice
 from bert_jax.errors import BertJaxError
 from bert_jax.objectives import is_seq2seq
+from bert_jax.pretraining.task import bert_config_from, pretraining_task
 from bert_jax.train import build_trainer, make_mesh
-from bert_jax.train.pretraining import bert_config_from, pretraining_task
 
 
 def build_pretraining_trainer(config: Any, devices: list[Any]) -> Any:
     if is_seq2seq(config.get("objective", "")):  # T5: the seq2seq task, shapes only
-        from bert_jax.train.seq2seq_pretraining import seq2seq_pretraining_task
+        from bert_jax.pretraining.seq2seq import seq2seq_pretraining_task
 
         task = seq2seq_pretraining_task(config, with_data=False)
         return build_trainer(config, task, make_mesh(config.mesh, devices))
     if config.get("teacher"):  # DistilBERT: the teacher's config.json is read, not its weights
-        from bert_jax.train.distillation import distillation_task
+        from bert_jax.pretraining.distillation import distillation_task
 
         task = distillation_task(config, shapes_only=True)
     else:

@@ -1,4 +1,4 @@
-"""The encoder-decoder pretraining step (span corruption, `bert_jax.train.seq2seq_task`),
+"""The encoder-decoder pretraining step (span corruption, `bert_jax.pretraining.seq2seq_task`),
 compiled ahead of time for a TPU slice from any machine: T5-base / T5-large fit rows.
 
     report, trainer = compile_seq2seq("t5-v1_1-base", "v5p:2x2x1", global_batch_size=128)
@@ -17,9 +17,9 @@ from bert_jax.aot.pretraining import compile_trainer
 from bert_jax.aot.topology import resolve_slice
 from bert_jax.model.seq2seq import seq2seq_preset
 from bert_jax.objectives.span_corruption import random_spans_helper
+from bert_jax.pretraining.seq2seq_task import Seq2SeqTask
 from bert_jax.train import build_trainer, make_mesh
 from bert_jax.train.config import training_config
-from bert_jax.train.seq2seq_task import Seq2SeqTask
 
 
 def compile_seq2seq(

@@ -32,7 +32,7 @@ def main(argv: list[str]) -> None:
     if not _WORKDIR.value:
         raise BertJaxError("--workdir is required")
     from bert_jax.atomic_write import check_writable_dir
-    from bert_jax.tasks.runner import finetune
+    from bert_jax.runs.finetune import finetune
 
     check_writable_dir(_WORKDIR.value, "--workdir")
 

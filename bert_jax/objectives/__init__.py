@@ -40,7 +40,8 @@ _BUILT = (
 )
 REGISTRY: dict[str, Objective] = {o.name: o for o in _BUILT}
 # Encoder-decoder objectives (T5): shards of `inputs`/`targets`, trained by
-# bert_jax.train.seq2seq_task; `get` finds them too, `names` lists only the encoder ones above.
+# bert_jax.pretraining.seq2seq_task; `get` finds them too, `names` lists only the encoder
+# ones above.
 SEQ2SEQ: dict[str, Seq2SeqObjective] = {
     o.name: o for o in (span_corruption.OBJECTIVE, prefix_lm.OBJECTIVE)
 }

@@ -126,9 +126,9 @@ class Objective:
 class Seq2SeqObjective:
     """An encoder-decoder objective (T5): a chunk of raw token ids -> (inputs, targets), each
     ending with EOS. Its shards hold int64 `inputs` [inputs_length] and `targets`
-    [targets_length], zero-padded; the model, loss and metrics are `bert_jax.train.seq2seq_task`'s
-    (teacher-forced cross-entropy on the targets), the same for every such objective, so it
-    declares no heads or loss of its own."""
+    [targets_length], zero-padded; the model, loss and metrics are
+    `bert_jax.pretraining.seq2seq_task`'s (teacher-forced cross-entropy on the targets), the
+    same for every such objective, so it declares no heads or loss of its own."""
 
     name: str
     description: str

@@ -24,9 +24,9 @@ from bert_jax.input.geometry import (
 )
 from bert_jax.interop import export_hf, graft_encoder, load_pretrained
 from bert_jax.objectives import is_seq2seq
+from bert_jax.pretraining.task import bert_config_from, export_electra_generator, pretraining_task
 from bert_jax.tokenization.byte_bpe import file_set_of, is_byte_bpe_file
 from bert_jax.train.loop import TrainResult, maybe_initialize_distributed, train
-from bert_jax.train.pretraining import bert_config_from, export_electra_generator, pretraining_task
 from bert_jax.train.validate import check_training_config
 
 
@@ -65,7 +65,7 @@ def _pretrain(config: Any, workdir: str, batches: Any = None) -> TrainResult:
     check_shard_geometry(config)  # the shards' max_seq_length etc. (their stats.json)
     maybe_initialize_distributed(config)
     if config.get("teacher"):  # distillation: the student is derived from the teacher
-        from bert_jax.train.distillation import distillation_task
+        from bert_jax.pretraining.distillation import distillation_task
 
         task = distillation_task(config)
         bert_config = task.bert_config

@@ -13,8 +13,8 @@ from etils import epath
 
 from bert_jax.aot.pretraining import check_trainer_fits
 from bert_jax.errors import BertJaxError
+from bert_jax.pretraining.seq2seq import seq2seq_pretraining_task
 from bert_jax.train.loop import TrainResult, maybe_initialize_distributed, train
-from bert_jax.train.seq2seq_pretraining import seq2seq_pretraining_task
 from bert_jax.train.validate import check_training_config
 
 

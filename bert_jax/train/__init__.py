@@ -1,5 +1,6 @@
 """Training: mesh + logical rules, optimizer, losses, the jitted step, the task-agnostic loop,
-Orbax checkpoints, metrics. Pretraining and fine-tuning both run through here.
+Orbax checkpoints, metrics: the engine. Pretraining (`bert_jax.pretraining`) and fine-tuning
+(`bert_jax.tasks`) both run through here.
 
 Interfaces other parts use (stable):
 
@@ -26,7 +27,7 @@ Interfaces other parts use (stable):
     bert_config, params = restore_params(workdir)   # latest checkpoint, unboxed, looped layout
 
 Modules: mesh (mesh, rules, shardings), optimizer (AdamW / reference Adam / LAMB, schedules),
-losses (MLM, NSP/SOP), pretraining (PretrainingTask), trainer (TrainState, the step), loop
+trainer (TrainState, the step), loop
 (train), checkpoint (the only Orbax user), writers (metrics.jsonl, TensorBoard, console),
 flops (model FLOPs, peak FLOP/s).
 """

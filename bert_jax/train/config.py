@@ -80,8 +80,9 @@ def pretrain_config(preset: str = "base") -> ml_collections.ConfigDict:
     c.family = "bert"
     c.embedding_size = ml_collections.FieldReference(None, field_type=int)  # None: the family's
     c.generator_size = 0.25  # ELECTRA: the generator's width as a fraction of the discriminator's
-    # Distillation (bert_jax.train.distillation): a teacher path (HF dir, TF checkpoint, workdir)
-    # replaces `model`/`family` by the teacher's with student_layers (0 = half) of its layers.
+    # Distillation (bert_jax.pretraining.distillation): a teacher path (HF dir, TF checkpoint,
+    # workdir) replaces `model`/`family` by the teacher's with student_layers (0 = half) of its
+    # layers.
     c.teacher = ""  # distil from this teacher (HF dir, TF checkpoint, workdir); "" = no teacher
     c.student_layers = 0  # the student's layers, taken from the teacher's (0 = half of them)
 
@@ -123,7 +124,7 @@ def finetune_config(family: str) -> ml_collections.ConfigDict:
     c.init_checkpoint_step = 0
     c.data_dir = ""  # the task's data files (see the family's config file)
     # One run: train_steps = int(train examples / train_batch_size * num_train_epochs) and
-    # warmup_steps = train_steps * warmup_proportion are filled in by bert_jax.tasks.runner.
+    # warmup_steps = train_steps * warmup_proportion are filled in by bert_jax.runs.finetune.
     c.train_batch_size = 32  # sequences per training step over all devices
     c.eval_batch_size = 64  # sequences per evaluation batch
     c.learning_rate = 5e-5

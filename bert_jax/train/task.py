@@ -1,6 +1,6 @@
 """The `Task` protocol: everything the task-agnostic trainer needs to know about a model/objective.
 
-Pretraining (`bert_jax.train.pretraining.PretrainingTask`) is one Task; fine-tuning tasks
+Pretraining (`bert_jax.pretraining.task.PretrainingTask`) is one Task; fine-tuning tasks
 (`bert_jax.tasks.*`) are others. The trainer (`bert_jax.train.trainer.build_trainer`) and the loop
 (`bert_jax.train.loop.train`) only talk to a task through this interface:
 

@@ -65,7 +65,7 @@ def read_cola(path: str) -> tuple[list[str], list[int]]:
 
 
 def run_ours(args, data_dir: str, workdir: str) -> dict:
-    from bert_jax.tasks import runner
+    from bert_jax.runs import finetune as runner
 
     cfg = load_module(EXPERIMENTS / "configs" / "glue.py").get_config("cola")
     cfg.init_checkpoint = str(minilm_dir())

@@ -147,8 +147,8 @@ def run_ours(size, seed, train, held_out, vocab_size, evals, export_to):
     import jax
 
     from bert_jax.interop import export_hf
+    from bert_jax.pretraining.task import PretrainingTask
     from bert_jax.train import build_trainer, make_mesh
-    from bert_jax.train.pretraining import PretrainingTask
 
     cfg = _bert_config(size, vocab_size)
     config = _train_config(len(train), seed)

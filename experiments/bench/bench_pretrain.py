@@ -52,8 +52,8 @@ class Ours:
         import ml_collections
 
         from bert_jax.config import preset
+        from bert_jax.pretraining.task import PretrainingTask
         from bert_jax.train import build_trainer, make_mesh
-        from bert_jax.train.pretraining import PretrainingTask
 
         cfg = preset(preset_name, vocab_size=VOCAB, dtype=dtype)
         task = PretrainingTask(cfg, BATCH, seq, PRED)

@@ -52,9 +52,9 @@ def main() -> None:
     from bert_jax.input.seq2seq import Seq2SeqBatches
     from bert_jax.interop.t5 import read_t5_dir
     from bert_jax.model.seq2seq import EncoderDecoder, seq2seq_preset
+    from bert_jax.pretraining.seq2seq_task import Seq2SeqTask
     from bert_jax.train import build_trainer, make_mesh
     from bert_jax.train.config import training_config
-    from bert_jax.train.seq2seq_task import Seq2SeqTask
 
     torch.set_num_threads(args.threads)
     ours_cfg = seq2seq_preset(args.preset, vocab_size=32128)

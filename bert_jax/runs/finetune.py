@@ -37,11 +37,12 @@ from bert_jax.errors import BertJaxError
 from bert_jax.interop import graft_encoder, load_pretrained
 from bert_jax.interop.model_kind import model_kind
 from bert_jax.interop.xlnet import is_xlnet_dir
-from bert_jax.tasks import feature_ner, text_to_text, xlnet_finetune
+from bert_jax.runs import text_to_text
+from bert_jax.runs.finetune_setup import output_dir, run_config, run_mesh, write_json
+from bert_jax.tasks import feature_ner, xlnet_finetune
 from bert_jax.tasks.arrays import TrainBatches, eval_batches
 from bert_jax.tasks.distill.student_setup import Distillation
 from bert_jax.tasks.jobs import make_job
-from bert_jax.tasks.run_setup import output_dir, run_config, run_mesh, write_json
 from bert_jax.tokenization.directory import (
     LOOKED_FOR,
     check_vocab_fits,

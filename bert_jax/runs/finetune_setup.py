@@ -1,5 +1,5 @@
-"""What every fine-tuning run sets up, for the encoder runner (`bert_jax.tasks.runner`) and the
-text-to-text one (`bert_jax.tasks.text_to_text`): the run's config, its mesh, where its files go.
+"""What every fine-tuning run sets up, for the encoder runner (`bert_jax.runs.finetune`) and the
+text-to-text one (`bert_jax.runs.text_to_text`): the run's config, its mesh, where its files go.
 """
 
 from __future__ import annotations

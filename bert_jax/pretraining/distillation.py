@@ -41,7 +41,7 @@ from bert_jax.interop import load_pretrained
 from bert_jax.model import BertForPreTraining, BertModel
 from bert_jax.model.heads import MaskedLMHead
 from bert_jax.objectives import losses
-from bert_jax.train.pretraining import PretrainingTask
+from bert_jax.pretraining.task import PretrainingTask
 from bert_jax.train.task import Batch, Metrics
 
 TEMPERATURE = 2.0
@@ -305,7 +305,7 @@ def distillation_task(config: Any, shapes_only: bool = False) -> DistillationTas
     `student_layers` (0 = half the teacher's). `shapes_only` reads the teacher's config and no
     weights, for compiling the step (the teacher is taken to have its masked-LM head, as the
     paper's BERT-base teacher has)."""
-    from bert_jax.train.pretraining import pretraining_task
+    from bert_jax.pretraining.task import pretraining_task
 
     if shapes_only:
         pre_config, teacher_params = teacher_config_only(config.teacher), {"predictions": None}

@@ -33,11 +33,11 @@ from bert_jax.errors import BertJaxError
 from bert_jax.input.seq2seq import Seq2SeqBatches
 from bert_jax.interop.seq2seq_load import Seq2SeqPretrained, load_seq2seq, write_workdir_record
 from bert_jax.model.seq2seq import stack_seq2seq
+from bert_jax.pretraining.seq2seq_task import Seq2SeqTask
+from bert_jax.runs.finetune_setup import output_dir, run_config, run_mesh, write_json
 from bert_jax.tasks import glue, squad, squad_eval
-from bert_jax.tasks.run_setup import output_dir, run_config, run_mesh, write_json
 from bert_jax.tokenization.t5_vocab import T5Vocab
 from bert_jax.train import loop
-from bert_jax.train.seq2seq_task import Seq2SeqTask
 
 # T5's label words, in the order of each GlueSpec's labels.
 LABEL_WORDS = {

@@ -21,7 +21,7 @@ from bert_jax.input.geometry import run_shard_settings
 from bert_jax.input.seq2seq import Seq2SeqBatches, read_shards
 from bert_jax.model.seq2seq import Seq2SeqConfig, seq2seq_preset
 from bert_jax.objectives.base import Seq2SeqObjective
-from bert_jax.train.seq2seq_task import Seq2SeqTask
+from bert_jax.pretraining.seq2seq_task import Seq2SeqTask
 
 # Config keys that override the preset's sizes when set (None = the preset's).
 SIZE_KEYS = ("d_model", "d_kv", "d_ff", "num_layers", "num_decoder_layers", "num_heads")
