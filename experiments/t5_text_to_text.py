@@ -27,8 +27,8 @@ import numpy as np
 from bert_jax.ablations.harness import majority_baseline
 from bert_jax.ablations.suite import build_suite
 from bert_jax.corpus import embedded
-from bert_jax.interop.seq2seq_load import load_seq2seq
-from bert_jax.interop.t5 import export_t5
+from bert_jax.families.seq2seq_load import load_seq2seq
+from bert_jax.families.t5_checkpoints import export_t5
 from bert_jax.model.seq2seq import EncoderDecoder
 from bert_jax.runs import finetune as runner
 from bert_jax.train.config import finetune_config

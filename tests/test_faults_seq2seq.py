@@ -53,7 +53,7 @@ def t5(tmp_path_factory) -> dict:
     import jax
 
     from bert_jax.corpus import embedded
-    from bert_jax.interop.t5 import export_t5
+    from bert_jax.families.t5_checkpoints import export_t5
     from bert_jax.model.seq2seq import EncoderDecoder, seq2seq_preset
     from bert_jax.tokenization.t5_vocab import T5Vocab, train_t5_spm
 

@@ -24,8 +24,9 @@ LAYERS = (
     ("model", "data"),
     ("checkpoint",),
     ("interop", "input", "decoding"),
-    ("train", "features"),
-    ("pretraining",),
+    ("train",),
+    ("families",),  # one module per architecture: models, inputs, FLOPs, load/export
+    ("features", "pretraining"),
     ("aot", "configs"),
     ("tasks",),
     ("runs",),

@@ -58,7 +58,8 @@ def test_electra_release_matches_the_original_code():
 def test_electra_without_a_config_file_says_which_to_give(tmp_path):
     for f in (FIXTURES / "electra").glob("model.ckpt.*"):
         (tmp_path / f.name).write_bytes(f.read_bytes())
-    with pytest.raises(BertJaxError, match=r"bert_config.json: no such config file \(an electra"):
+    missing = r"bert_config.json: no such config file \(a TF checkpoint of electra"
+    with pytest.raises(BertJaxError, match=missing):
         load_pretrained(tmp_path)
 
 

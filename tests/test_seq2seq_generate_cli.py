@@ -66,7 +66,7 @@ def test_generate_cli_matches_transformers(t5_dir, tmp_path):
 def test_sampling_is_reproducible_from_its_seed(t5_dir):
     from bert_jax.decoding.generate_text import generate_lines
     from bert_jax.decoding.seq2seq import GenerateSettings
-    from bert_jax.interop.seq2seq_load import load_seq2seq
+    from bert_jax.families.seq2seq_load import load_seq2seq
 
     path, lines, vocab = t5_dir
     pretrained = load_seq2seq(path)

@@ -115,7 +115,7 @@ def test_tiny_t5_learns_span_corruption(tmp_path, capfd):
           f"content accuracy {result.last_eval['eval_content_accuracy']:.4f}")
     assert accuracy > 2 * unigram, (accuracy, unigram)
     # The workdir is what `bert-jax generate --init_checkpoint` reads back.
-    from bert_jax.interop.seq2seq_load import load_seq2seq
+    from bert_jax.families.seq2seq_load import load_seq2seq
 
     loaded = load_seq2seq(tmp_path / "wd")
     assert loaded.config == cfg and str(loaded.spm_model) == vocab.model_file

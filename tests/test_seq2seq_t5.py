@@ -13,7 +13,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 from bert_jax.decoding import GenerateSettings, Seq2SeqGenerator, trim  # noqa: E402
-from bert_jax.interop.t5 import export_t5, read_t5_dir  # noqa: E402
+from bert_jax.families.t5_checkpoints import export_t5, read_t5_dir  # noqa: E402
 from bert_jax.model.seq2seq import EncoderDecoder, stack_seq2seq  # noqa: E402
 
 D = 32

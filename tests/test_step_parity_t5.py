@@ -32,7 +32,7 @@ import pytest
 import transformers
 from step_parity import long, perturbed, step_parity
 
-from bert_jax.interop.t5 import export_t5
+from bert_jax.families.t5_checkpoints import export_t5
 from bert_jax.model.seq2seq import Seq2SeqConfig
 from bert_jax.objectives import span_corruption
 from bert_jax.objectives.losses import DENOMINATORS

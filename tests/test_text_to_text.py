@@ -81,8 +81,8 @@ def test_glue_and_squad_text_to_text_end_to_end(t5_dir, tmp_path):
     import torch
     import transformers
 
-    from bert_jax.interop.seq2seq_load import load_seq2seq
-    from bert_jax.interop.t5 import export_t5
+    from bert_jax.families.seq2seq_load import load_seq2seq
+    from bert_jax.families.t5_checkpoints import export_t5
 
     _sst2(tmp_path / "sst2")
     cfg = _config("glue", t5_dir, tmp_path / "sst2", task="sst2", num_train_epochs=30.0,

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from bert_jax.interop.xlnet import export_xlnet, read_xlnet_dir
+from bert_jax.families.xlnet_checkpoints import export_xlnet, read_xlnet_dir
 from bert_jax.model.xlnet import XLNetLM
 
 B, L, P, M = 2, 12, 3, 5

@@ -17,16 +17,16 @@ from typing import Any
 
 import jax
 
+from bert_jax import families
 from bert_jax.aot.fit import CompileReport, compile_step, format_report
 from bert_jax.aot.topology import TpuSlice, generation_of_device, resolve_slice
 from bert_jax.errors import BertJaxError
-from bert_jax.objectives import is_seq2seq
 from bert_jax.pretraining.task import bert_config_from, pretraining_task
 from bert_jax.train import build_trainer, make_mesh
 
 
 def build_pretraining_trainer(config: Any, devices: list[Any]) -> Any:
-    if is_seq2seq(config.get("objective", "")):  # T5: the seq2seq task, shapes only
+    if families.for_objective(config.objective).task_kind == "encoder_decoder":  # T5: shapes only
         from bert_jax.pretraining.seq2seq import seq2seq_pretraining_task
 
         task = seq2seq_pretraining_task(config, with_data=False)

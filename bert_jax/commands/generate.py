@@ -49,9 +49,9 @@ def main(argv: list[str]) -> None:
             raise BertJaxError(f"--{name} is required")
     from etils import epath
 
+    from bert_jax import families
     from bert_jax.atomic_write import open_atomic
     from bert_jax.decoding.seq2seq import GenerateSettings
-    from bert_jax.interop.model_kind import model_kind
 
     # Every flag before anything is read or written: a --batch_size of -1 once decoded nothing
     # and replaced a finished output file with an empty one.
@@ -71,9 +71,10 @@ def main(argv: list[str]) -> None:
     # The output is staged under a hidden name and renamed over --output_file only when every
     # line is decoded: a run that fails (the model, memory, a kill) leaves an earlier file whole.
     with open_atomic(FLAGS.output_file) as f:
-        if model_kind(FLAGS.init_checkpoint) == "bert":
+        family = families.for_checkpoint(FLAGS.init_checkpoint)
+        if family is not None and family.generates == "causal":  # a left-to-right BERT
             rows = _causal_rows(lines, settings)
-        else:
+        else:  # an encoder-decoder (its loader names what it found otherwise)
             rows = _seq2seq_rows(lines, settings)
         for row in rows:
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
@@ -110,7 +111,7 @@ def _causal_rows(lines: list[str], settings):
 def _seq2seq_rows(lines: list[str], settings):
     from bert_jax.decoding.generate_text import generate_lines
     from bert_jax.decoding.seq2seq import check_max_new_tokens
-    from bert_jax.interop.seq2seq_load import load_seq2seq
+    from bert_jax.families.seq2seq_load import load_seq2seq
     from bert_jax.tokenization.t5_vocab import T5Vocab
 
     pretrained = load_seq2seq(FLAGS.init_checkpoint)

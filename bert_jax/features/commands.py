@@ -1,6 +1,7 @@
 """What `extract-features` and `attention-map` run once their flags are checked: the checkpoint's
-kind picks the model (BERT family, XLNet; an encoder-decoder is refused by name). The commands
-and the tests call these, so both go through the same dispatch."""
+family (`bert_jax.families`) says whether it has features or attention maps to give (BERT family,
+XLNet's content stream; an encoder-decoder is refused by name). The commands and the tests call
+these, so both go through the same dispatch."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from bert_jax import families
 from bert_jax.errors import BertJaxError
-from bert_jax.interop.model_kind import model_kind
 
 _FAMILY = "the BERT family (BERT, RoBERTa, ALBERT, ELECTRA, DistilBERT)"
 
@@ -32,13 +33,13 @@ def extract_features(
     from bert_jax.features.loading import load_encoder
 
     check_seq_length(max_seq_length, 0, [])  # before the model is read
-    kind = model_kind(init_checkpoint)
-    if kind == "seq2seq":
+    family = families.for_checkpoint(init_checkpoint) or families.get("bert")
+    if not family.extracts_features:
         raise BertJaxError(
-            f"--init_checkpoint={init_checkpoint}: an encoder-decoder (T5); features are "
-            f"extracted from {_FAMILY} and XLNet"
+            f"--init_checkpoint={init_checkpoint}: {family.title}; features are extracted from "
+            f"{_FAMILY} and XLNet"
         )
-    if kind == "xlnet":  # the content stream, XLNet's layout
+    if family.padding_side == "left":  # XLNet: the content stream, in XLNet's layout
         from bert_jax.features.xlnet import extract_xlnet_to_file
 
         for name, value in (("bert_config_file", bert_config_file), ("vocab_file", vocab_file)):
@@ -71,12 +72,11 @@ def attention_map(
     from bert_jax.features.attention_map import attention_probs
     from bert_jax.features.loading import load_encoder
 
-    kind = model_kind(init_checkpoint)
-    if kind in ("xlnet", "seq2seq"):
-        what = "an XLNet" if kind == "xlnet" else "an encoder-decoder (T5)"
+    family = families.for_checkpoint(init_checkpoint) or families.get("bert")
+    if not family.draws_attention_maps:
         raise BertJaxError(
-            f"--init_checkpoint={init_checkpoint}: {what} model; attention maps are drawn for "
-            f"{_FAMILY}"
+            f"--init_checkpoint={init_checkpoint}: {family.title}; attention maps are drawn "
+            f"for {_FAMILY}"
         )
     config, params, tokenizer = load_encoder(
         init_checkpoint, bert_config_file, vocab_file, do_lower_case

@@ -14,6 +14,7 @@ import numpy as np
 
 from bert_jax.atomic_write import open_atomic
 from bert_jax.errors import BertJaxError
+from bert_jax.families.xlnet_checkpoints import read_xlnet_dir
 from bert_jax.features.extract import (
     Features,
     _truncate_pair,
@@ -21,7 +22,6 @@ from bert_jax.features.extract import (
     read_examples,
     to_json,
 )
-from bert_jax.interop.xlnet import read_xlnet_dir
 from bert_jax.model.xlnet import XLNet
 from bert_jax.tokenization.directory import (
     check_vocab_fits,

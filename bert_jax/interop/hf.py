@@ -18,6 +18,7 @@ from bert_jax.interop.assemble import assemble
 from bert_jax.interop.names import HF_BUFFERS, Weight, get_path, hf_family, present_groups, weights
 from bert_jax.interop.task_heads import TaskHead
 from bert_jax.model import unstack_layers
+from bert_jax.model.families import get_family
 
 # Old PyTorch-ported checkpoints used TF's LayerNorm names; both spellings are accepted.
 _LEGACY = {".LayerNorm.weight": ".LayerNorm.gamma", ".LayerNorm.bias": ".LayerNorm.beta"}
@@ -79,7 +80,7 @@ def read_hf_dir(
     path: epath.Path, config: BertConfig | None = None
 ) -> tuple[BertConfig, dict, tuple[str, ...], list[str]]:
     """(config, params, groups present, ignored keys) from a Hugging Face directory of a BERT-family
-    model (`names.HF_FAMILIES`); `config` overrides its config.json."""
+    model (its variant's `hf_names`); `config` overrides its config.json."""
     source, shapes, read_tensor = _open_weights(path)
     config_file = path / "config.json"
     if config is None:
@@ -121,16 +122,6 @@ def guess_do_lower_case(path: epath.Path) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
-# transformers' tokenizer class of each family, for a tokenizer.json / spiece.model export.
-_TOKENIZER_CLASS = {
-    "bert": "BertTokenizer",
-    "roberta": "RobertaTokenizer",
-    "albert": "AlbertTokenizer",
-    "electra": "ElectraTokenizer",
-    "distilbert": "DistilBertTokenizer",
-}
-
-
 def write_tokenizer_files(
     vocab_file: epath.Path, out: epath.Path, config: BertConfig, do_lower_case: bool | None
 ) -> None:
@@ -147,7 +138,7 @@ def write_tokenizer_files(
         return
     cls = {"wordpiece": "BertTokenizer", "byte_bpe": "RobertaTokenizer"}.get(kind)
     tok = {
-        "tokenizer_class": cls or _TOKENIZER_CLASS.get(config.family, "PreTrainedTokenizerFast"),
+        "tokenizer_class": cls or get_family(config.family).tokenizer_class,
         "model_max_length": config.max_sequence_length,
     }
     if do_lower_case is not None and kind != "byte_bpe":
@@ -164,7 +155,7 @@ def export_hf(
     task: TaskHead | None = None,
 ) -> epath.Path:
     """Write config.json + model.safetensors (+ vocab.txt) loadable by transformers' class for
-    `config.family` and the heads present (`hf_configs.ARCHITECTURES`: e.g. BertForPreTraining
+    `config.family` and the heads present (the variant's `architectures`: e.g. BertForPreTraining
     with MLM and NSP, BertForMaskedLM with only MLM, BertModel with neither), or with `task` (a
     fine-tuned model's head, `task_heads.task_head`) by its *For<Task> class."""
     from flax.core import meta
@@ -194,7 +185,7 @@ def export_hf(
         tensors[w.hf_name] = np.ascontiguousarray(x.T if w.hf_transposed else x)
     # The bare encoder is stored without the prefix, as transformers saves it (BertLMHeadModel
     # also ends in "Model" but keeps it).
-    if arch == hf_configs.ARCHITECTURES[config.family][-1][0]:
+    if arch == hf_configs.base_class(config):
         base = hf_family(config.family).prefix + "."
         tensors = {k.removeprefix(base): v for k, v in tensors.items()}
     hf_config = hf_configs.hf_config(config, arch)

@@ -4,10 +4,10 @@ layouts: the reference's TF names and Hugging Face's names for each family.
 The reference's TF variable names and TF layouts (dense kernels `[in, out]`) are the canonical
 form: our tree differs only by reshapes (per-head attention kernels) and the NSP transpose. Hugging
 Face's BERT names differ by punctuation, and its Linear weights are `[out, in]`; the other
-families' names are renames of BERT's (`HF_FAMILIES`). Weights that BERT does not have get
-canonical names in the same style: the embedding projection is ALBERT's TF name
-`bert/encoder/embedding_hidden_mapping_in`, shared layers live under `bert/encoder/shared/`, the
-replaced-token head is ELECTRA's `discriminator_predictions/`.
+families' names are renames of BERT's (each variant's `hf_names`, `bert_jax.model.families`).
+Weights that BERT does not have get canonical names in the same style: the embedding projection
+is ALBERT's TF name `bert/encoder/embedding_hidden_mapping_in`, shared layers live under
+`bert/encoder/shared/`, the replaced-token head is ELECTRA's `discriminator_predictions/`.
 """
 
 from __future__ import annotations
@@ -21,98 +21,22 @@ import numpy as np
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
 from bert_jax.model.encoder import SHARED_HALVES
+from bert_jax.model.families import FAMILIES, HfNames
 
 # Head groups a checkpoint may or may not carry. The encoder is always required.
 GROUPS = ("encoder", "pooler", "mlm", "nsp", "rtd")
 
 
-@dataclasses.dataclass(frozen=True)
-class HfFamily:
-    """How a family's Hugging Face checkpoints name the weights."""
-
-    prefix: str  # the base model's attribute in the *For* classes ("bert", "roberta", ...)
-    renames: tuple[tuple[str, str], ...]  # regex substitutions applied to BERT's HF names in order
-    tied: tuple[str, ...] = ()  # copies of other weights (the tied decoder): never read
-    aliases: tuple[tuple[str, str], ...] = ()  # (name, another spelling of the same tensor)
-
-
-_ALBERT_LAYER = "albert.encoder.albert_layer_groups.0.albert_layers.0."
-HF_FAMILIES: dict[str, HfFamily] = {
-    "bert": HfFamily(
-        "bert",
-        (),
-        tied=("cls.predictions.decoder.weight",),
-        aliases=(("cls.predictions.bias", "cls.predictions.decoder.bias"),),
-    ),
-    "roberta": HfFamily(
-        "roberta",
-        (
-            (r"^bert\.", "roberta."),
-            (r"^cls\.predictions\.transform\.dense\.", "lm_head.dense."),
-            (r"^cls\.predictions\.transform\.LayerNorm\.", "lm_head.layer_norm."),
-            (r"^cls\.predictions\.bias$", "lm_head.bias"),
-        ),
-        tied=("lm_head.decoder.weight", "lm_head.decoder.bias"),
-        aliases=(("lm_head.bias", "lm_head.decoder.bias"),),
-    ),
-    "albert": HfFamily(
-        "albert",
-        (
-            (r"^bert\.encoder\.shared\.", _ALBERT_LAYER),
-            (r"\.attention\.self\.", ".attention."),
-            (r"\.attention\.output\.dense\.", ".attention.dense."),
-            (r"\.attention\.output\.LayerNorm\.", ".attention.LayerNorm."),
-            (r"\.intermediate\.dense\.", ".ffn."),
-            (r"\.output\.dense\.", ".ffn_output."),
-            (r"\.output\.LayerNorm\.", ".full_layer_layer_norm."),
-            (r"^bert\.pooler\.dense\.", "albert.pooler."),
-            (r"^bert\.", "albert."),
-            (r"^cls\.predictions\.transform\.", "predictions."),
-            (r"^cls\.predictions\.bias$", "predictions.bias"),
-            (r"^cls\.seq_relationship\.", "sop_classifier.classifier."),
-        ),
-        tied=("predictions.decoder.weight", "predictions.decoder.bias"),
-        aliases=(("predictions.bias", "predictions.decoder.bias"),),
-    ),
-    "electra": HfFamily(
-        "electra",
-        (
-            (r"^bert\.encoder\.embedding_hidden_mapping_in\.", "electra.embeddings_project."),
-            (r"^bert\.", "electra."),
-            (r"^cls\.predictions\.transform\.", "generator_predictions."),
-            (r"^cls\.predictions\.bias$", "generator_lm_head.bias"),
-        ),
-        tied=("generator_lm_head.weight",),
-    ),
-    "distilbert": HfFamily(
-        "distilbert",
-        (
-            (r"^bert\.encoder\.layer\.", "distilbert.transformer.layer."),
-            (r"\.attention\.self\.query\.", ".attention.q_lin."),
-            (r"\.attention\.self\.key\.", ".attention.k_lin."),
-            (r"\.attention\.self\.value\.", ".attention.v_lin."),
-            (r"\.attention\.output\.dense\.", ".attention.out_lin."),
-            (r"\.attention\.output\.LayerNorm\.", ".sa_layer_norm."),
-            (r"\.intermediate\.dense\.", ".ffn.lin1."),
-            (r"\.output\.dense\.", ".ffn.lin2."),
-            (r"\.output\.LayerNorm\.", ".output_layer_norm."),
-            (r"^bert\.", "distilbert."),
-            (r"^cls\.predictions\.transform\.dense\.", "vocab_transform."),
-            (r"^cls\.predictions\.transform\.LayerNorm\.", "vocab_layer_norm."),
-            (r"^cls\.predictions\.bias$", "vocab_projector.bias"),
-        ),
-        tied=("vocab_projector.weight",),
-    ),
-}
 # Non-persistent buffers that older transformers versions saved.
 HF_BUFFERS = ("embeddings.position_ids", "embeddings.token_type_ids")
 
 
-def hf_family(family: str) -> HfFamily:
-    if family not in HF_FAMILIES:
+def hf_family(family: str) -> HfNames:
+    """How `family`'s Hugging Face checkpoints name the weights (`bert_jax.model.families`)."""
+    if family not in FAMILIES:
         raise BertJaxError(f"family {family!r} has no Hugging Face names; known: "
-                           f"{', '.join(HF_FAMILIES)}")  # fmt: skip
-    return HF_FAMILIES[family]
+                           f"{', '.join(FAMILIES)}")  # fmt: skip
+    return FAMILIES[family].hf_names
 
 
 @dataclasses.dataclass(frozen=True)

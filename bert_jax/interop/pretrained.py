@@ -12,7 +12,6 @@ import numpy as np
 from etils import epath
 from flax.core import meta
 
-from bert_jax.atomic_write import read_json
 from bert_jax.checkpoint import restore_params
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
@@ -63,12 +62,6 @@ def _tf_prefix_in(directory: epath.Path) -> epath.Path | None:
     return None
 
 
-def _tf_config_file(directory: epath.Path, family: str) -> epath.Path:
-    if family == "albert" and (directory / "albert_config.json").exists():
-        return directory / "albert_config.json"
-    return directory / "bert_config.json"
-
-
 def _existing(path: epath.Path | None) -> epath.Path | None:
     return path if path is not None and path.exists() else None
 
@@ -111,13 +104,8 @@ def load_pretrained(
         )
     checkpoint = tf_ckpt.open_checkpoint(prefix)  # the family is told by its variable names
     family = tf_families.detect_family(checkpoint.shapes)
-    config_file = epath.Path(bert_config_file or _tf_config_file(prefix.parent, family))
-    if family == "bert":
-        config = BertConfig.from_json_file(config_file)
-    else:
-        missing = f"{config_file}: no such config file (an {family} TF checkpoint; give "
-        raw = read_json(config_file, missing + "bert_config_file)")
-        config = tf_families.config_from_tf_json(raw, family, str(config_file))
+    config_file = bert_config_file or tf_families.config_file_in(prefix.parent, family)
+    config = tf_families.read_tf_config(epath.Path(config_file), family)
     params, groups, ignored = tf_ckpt.read_tf_checkpoint(checkpoint, config)
     return Pretrained(
         config=config,

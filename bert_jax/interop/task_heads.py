@@ -15,6 +15,7 @@ import numpy as np
 
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
+from bert_jax.model.families import FAMILIES
 
 # Fine-tuning config family -> (transformers class suffix, our head's parameter name, uses pooler)
 _HEADS = {
@@ -23,17 +24,10 @@ _HEADS = {
     "squad": ("ForQuestionAnswering", "qa_outputs", False),
     "swag": ("ForMultipleChoice", "classifier", True),
 }
-# Families whose transformers heads are exactly ours: a dense layer on the pooled output (sentence
-# tasks) or on every token (tagging, spans). The others put extra layers in their sentence heads;
-# RoBERTa's sequence classifier (dense + tanh on <s>, out_proj) is our pooler + classifier renamed.
-_SENTENCE_FAMILIES = ("bert", "albert", "roberta")
-_CLASS_PREFIX = {
-    "bert": "Bert",
-    "roberta": "Roberta",
-    "albert": "Albert",
-    "electra": "Electra",
-    "distilbert": "DistilBert",
-}
+# Token heads (tagging, spans) are a dense layer on every token in every variant; a sentence head
+# is ours where the variant's `hf_sentence_head` says so (bert_jax.model.families): "pooler" (a
+# dense layer on the pooled output) or "dense_on_first" (RoBERTa's dense + tanh on <s>, then
+# out_proj: our pooler + classifier renamed). The others put extra layers in theirs.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,16 +57,19 @@ def task_head(
     if run.get("bilstm_size") or run.get("feature_based"):
         raise BertJaxError(f"{where}: a BiLSTM head (bilstm_size/feature_based) has no "
                            "transformers class; only the plain BERT heads export")  # fmt: skip
-    if config.family not in _CLASS_PREFIX:
+    if config.family not in FAMILIES:
         raise BertJaxError(f"{where}: family {config.family!r} has no transformers classes")
-    roberta_sentence = family == "glue" and config.family == "roberta" and not config.causal
-    if roberta_sentence:  # RobertaClassificationHead = dense + tanh on <s>, then out_proj
+    variant = FAMILIES[config.family]
+    sentence_head = "" if config.causal else variant.hf_sentence_head
+    dense_on_first = family == "glue" and sentence_head == "dense_on_first"
+    if dense_on_first:  # RobertaClassificationHead = dense + tanh on <s>, then out_proj
         uses_pooler = False
-    if uses_pooler and (config.family not in _SENTENCE_FAMILIES or config.causal):
+    if uses_pooler and not sentence_head:  # (RoBERTa's multiple choice reads the pooler)
+        ours = [f.name for f in FAMILIES.values() if f.hf_sentence_head]
         raise BertJaxError(
             f"{where}: transformers' {config.family} {suffix[3:]} head differs from ours (ours "
             f"reads the {'last token' if config.causal else 'sentence vector'}); only "
-            f"{', '.join(_SENTENCE_FAMILIES)} without causal attention export it"
+            f"{', '.join(ours)} without causal attention export it"
         )
     layer = params.get(name)
     if not isinstance(layer, dict) or "kernel" not in layer or "bias" not in layer:
@@ -82,7 +79,7 @@ def task_head(
         f"{name}.weight": np.ascontiguousarray(kernel_DxC.T),  # torch Linear: [out, in]
         f"{name}.bias": np.asarray(layer["bias"], np.float32),
     }
-    if roberta_sentence:  # ours is the same function: pooler (dense + tanh) then the classifier
+    if dense_on_first:  # ours is the same function: pooler (dense + tanh) then the classifier
         pooler = params.get("bert", {}).get("pooler")
         if not isinstance(pooler, dict) or "kernel" not in pooler:
             raise BertJaxError(f"{where}: the checkpoint has no pooler for the {family} head")
@@ -105,4 +102,4 @@ def task_head(
         }
         if problem_type:
             extra["problem_type"] = problem_type
-    return TaskHead(_CLASS_PREFIX[config.family] + suffix, tensors, extra, uses_pooler)
+    return TaskHead(variant.hf_class_prefix + suffix, tensors, extra, uses_pooler)

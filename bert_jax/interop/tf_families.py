@@ -2,7 +2,8 @@
 (google-research/electra), read through the BERT reader with their variable names.
 
 Our weight table (`names.weights`) names every weight with the reference BERT's TF name; these
-are the renames into each family's release:
+are the renames into each family's release (each variant's `tf_renames` in
+`bert_jax.model.families`):
 
 - ALBERT: every layer shared (`num_hidden_groups = inner_group_num = 1`, as every released
   model) lives under `bert/encoder/transformer/group_0/inner_group_0/` with `attention_1/`,
@@ -21,57 +22,41 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from bert_jax.config import BertConfig
-from bert_jax.errors import BertJaxError
+from etils import epath
 
-_SHARED = "^bert/encoder/shared/"
-_ALBERT = "bert/encoder/transformer/group_0/inner_group_0/"
-_RENAMES: dict[str, tuple[tuple[str, str], ...]] = {
-    "bert": (),
-    "albert": (
-        (_SHARED + "attention/self/", _ALBERT + "attention_1/self/"),
-        (_SHARED + "attention/output/dense/", _ALBERT + "attention_1/output/dense/"),
-        (_SHARED + "attention/output/LayerNorm/", _ALBERT + "LayerNorm/"),
-        (_SHARED + "intermediate/dense/", _ALBERT + "ffn_1/intermediate/dense/"),
-        (_SHARED + "output/dense/", _ALBERT + "ffn_1/intermediate/output/dense/"),
-        (_SHARED + "output/LayerNorm/", _ALBERT + "LayerNorm_1/"),
-    ),
-    "electra": (
-        (r"^bert/encoder/embedding_hidden_mapping_in/", "electra/embeddings_project/"),
-        (r"^bert/", "electra/"),
-        (r"^discriminator_predictions/dense_prediction/", "discriminator_predictions/dense_1/"),
-    ),
-}  # fmt: skip
+from bert_jax.atomic_write import read_json
+from bert_jax.config import BertConfig
+from bert_jax.model.families import get_family, tf_release_family
 
 
 def detect_family(variable_names: Iterable[str]) -> str:
-    names = list(variable_names)
-    if any(n.startswith("electra/") for n in names):
-        return "electra"
-    if any(n.startswith("bert/encoder/transformer/") for n in names):
-        return "albert"
-    return "bert"
+    return tf_release_family(list(variable_names)).name
 
 
 def tf_name(canonical: str, family: str) -> str:
     """The family's TF variable name for a weight named as the reference BERT names it."""
-    for pattern, replacement in _RENAMES[family]:
+    for pattern, replacement in get_family(family).tf_renames:
         canonical = re.sub(pattern, replacement, canonical)
     return canonical
 
 
-def config_from_tf_json(raw: dict[str, Any], family: str, source: str) -> BertConfig:
+def config_file_in(directory: epath.Path, family: str) -> epath.Path:
+    """The release's own config file name (albert_config.json) when present, else BERT's."""
+    own = directory / get_family(family).tf_config_file
+    return own if own.exists() else directory / "bert_config.json"
+
+
+def read_tf_config(config_file: epath.Path, family: str) -> BertConfig:
     """Our config for a release's JSON (bert_config.json / albert_config.json)."""
+    raw = read_json(config_file, f"{config_file}: no such config file (a TF checkpoint of "
+                                 f"{family}; give bert_config_file)")  # fmt: skip
+    return config_from_tf_json(raw, family, str(config_file))
+
+
+def config_from_tf_json(raw: dict[str, Any], family: str, source: str) -> BertConfig:
     from bert_jax.interop.hf_configs import config_from_hf
 
-    if family == "bert":
+    as_hf = get_family(family).tf_json_as_hf(raw, source)
+    if as_hf is None:  # the reference's own bert_config.json
         return BertConfig.from_dict(raw, source=source)
-    raw = dict(raw)
-    if family == "albert":
-        if raw.get("hidden_act", "gelu") == "gelu":
-            raw["hidden_act"] = "gelu_new"  # ALBERT's modeling.gelu is the tanh form
-        if raw.get("down_scale_factor", 1) != 1:
-            raise BertJaxError(f"{source}: down_scale_factor != 1 is not supported")
-    if family == "electra":
-        raw.setdefault("embedding_size", raw.get("hidden_size", BertConfig.hidden_size))
-    return config_from_hf({**raw, "model_type": family}, source)
+    return config_from_hf({**as_hf, "model_type": family}, source)

@@ -58,6 +58,9 @@ class Objective:
     # The label the sentence head predicts, named as stats.json reports its positive fraction.
     label_statistic: str = "label_1_fraction"
     data_flag: str = ""  # the create-pretraining-data --objective value (reference names)
+    # The architecture it trains (a `bert_jax.families` name): the objective names it, nothing
+    # guesses it from the heads.
+    family: str = "bert"
     causal: bool = False  # the encoder attends left to right (BertConfig.causal)
     # A re-layout the input pipeline runs on each decoded batch, for objectives whose model reads
     # another layout than the shards' (XLNet: `permutation_lm.XLNetLayout`); it declares its
@@ -138,6 +141,7 @@ class Seq2SeqObjective:
     make_example: Callable[[np.ndarray, np.random.Generator, int], tuple[np.ndarray, np.ndarray]]
     uses_sentinels: bool  # targets hold sentinel ids (top of the vocabulary)
     data_flag: str = ""
+    family: str = "seq2seq"  # the encoder-decoders (`bert_jax.families.seq2seq`)
 
     def shard_schema(self, inputs_length: int, targets_length: int) -> Schema:
         return (

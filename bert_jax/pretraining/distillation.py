@@ -39,6 +39,7 @@ from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
 from bert_jax.interop import load_pretrained
 from bert_jax.model import BertForPreTraining, BertModel
+from bert_jax.model.families import get_family
 from bert_jax.model.heads import MaskedLMHead
 from bert_jax.objectives import losses
 from bert_jax.pretraining.task import PretrainingTask
@@ -57,8 +58,9 @@ def student_config(teacher: BertConfig, num_layers: int | None = None) -> BertCo
     if teacher.share_layers != "none":
         raise BertJaxError("distillation: a teacher with shared layers (ALBERT) has none to pick")
     cfg = teacher.replace(num_hidden_layers=layers)
-    if teacher.family in ("bert", "distilbert") and not teacher.causal:
-        cfg = cfg.replace(family="distilbert", type_vocab_size=0, pooler=False)
+    student = get_family(teacher.family).distils_to
+    if student and not teacher.causal:  # DistilBERT's student: no token types, no pooler
+        cfg = cfg.replace(family=student, type_vocab_size=0, pooler=False)
     return cfg
 
 
@@ -110,7 +112,7 @@ class DistillationTask(PretrainingTask):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.spec.sentence_head is not None or self.is_electra or self.spec.causal:
+        if self.spec.heads != ("masked_lm",):  # not NSP/SOP, ELECTRA, next-token or XLNet
             raise BertJaxError(
                 f"distillation trains masked LM: objective {self.spec.name} is not mlm or "
                 "full_sentences"

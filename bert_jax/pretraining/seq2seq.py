@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from bert_jax import objectives
+from bert_jax import families, objectives
 from bert_jax.errors import BertJaxError
 from bert_jax.input.batches import expand_files
 from bert_jax.input.geometry import run_shard_settings
@@ -29,7 +29,7 @@ SIZE_KEYS = ("d_model", "d_kv", "d_ff", "num_layers", "num_decoder_layers", "num
 
 def objective_of(config: Any) -> Seq2SeqObjective:
     spec = objectives.get(config.objective)
-    if not isinstance(spec, Seq2SeqObjective):
+    if families.get(spec.family).task_kind != "encoder_decoder":
         raise BertJaxError(f"config.objective={config.objective}: not an encoder-decoder "
                            f"objective ({', '.join(objectives.seq2seq_names())})")  # fmt: skip
     return spec

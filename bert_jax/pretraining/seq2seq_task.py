@@ -102,17 +102,10 @@ class Seq2SeqTask:
         return self.model.apply({"params": params}, **self.model_inputs(batch)).logits_BxTxV
 
     def flops_per_step(self, global_batch_size: int) -> float:
-        """Matmul weight FLOPs (fwd + bwd = 6 per MAC-pair) of the encoder over the inputs, the
-        decoder (self + cross attention) and the LM head over the targets."""
-        c = self.config
-        if not isinstance(c, Seq2SeqConfig):  # the LSTM baseline: 4 gates, attention, output
-            h, e, v = c.hidden_size, c.embed_dim, c.vocab_size
-            per_token = 2 * 4 * h * (h + e) + 3 * h * h + h * v
-            return 6.0 * per_token * (self.inputs_length + self.targets_length) * global_batch_size
-        ff = c.d_model * c.d_ff * (3 if c.gated else 2)
-        enc = c.num_layers * (4 * c.d_model * c.inner_dim + ff)
-        dec = c.num_decoder_layers * (8 * c.d_model * c.inner_dim + ff) + c.d_model * c.vocab_size
-        per_seq = enc * self.inputs_length + dec * self.targets_length
+        """Matmul weight FLOPs (fwd + bwd = 6 per MAC) of the model's config's count: the
+        Transformer's encoder, decoder and LM head, or the LSTM baseline's gates, attention and
+        output."""
+        per_seq = self.config.weight_flops_per_sequence(self.inputs_length, self.targets_length)
         return 6.0 * per_seq * global_batch_size
 
     def tokens_per_step(self, global_batch_size: int) -> int:

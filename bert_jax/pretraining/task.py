@@ -18,21 +18,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bert_jax import objectives
+from bert_jax import families, objectives
 from bert_jax.config import BertConfig, preset
 from bert_jax.errors import BertJaxError
 from bert_jax.input import EvalInput, PretrainInput
-from bert_jax.model import BertForPreTraining
-from bert_jax.model.electra import DEFAULT_GENERATOR_SIZE, ElectraForPreTraining
+from bert_jax.model.electra import DEFAULT_GENERATOR_SIZE
 from bert_jax.model.families import get_family
-from bert_jax.model.xlnet import pretraining as xlnet_pretraining
 from bert_jax.objectives.masking import MaskingSpec
 from bert_jax.tokenization.vocab import load_vocab
-from bert_jax.train import flops
 from bert_jax.train.task import Batch, Metrics
-
-MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
-ELECTRA_INPUTS = ("masked_lm_ids", "masked_lm_weights")
 
 
 @dataclasses.dataclass
@@ -59,15 +53,10 @@ class PretrainingTask:
                 f"objective {self.spec.name} needs BertConfig.causal={self.spec.causal}, the "
                 f"model has causal={self.bert_config.causal}"
             )
-        # ELECTRA trains a generator and a discriminator as one module (bert_jax.model.electra).
-        self.is_electra = "replaced_token" in self.spec.heads
-        self.is_xlnet = "permutation_lm" in self.spec.heads  # bert_jax.model.xlnet
-        if self.is_xlnet:
-            self.model = xlnet_pretraining.model_for(self.bert_config)
-        elif self.is_electra:
-            self.model = ElectraForPreTraining(self.bert_config, self.generator_size)
-        else:
-            self.model = BertForPreTraining(self.bert_config, use_nsp=self.uses_sentence_head)
+        # The objective names its family; the family builds the model (ELECTRA's generator and
+        # discriminator as one module, XLNet's two-stream LM, BERT's heads).
+        self.family = families.for_objective(self.objective)
+        self.model = self.family.pretraining_model(self.bert_config, self.spec, self.generator_size)
 
     @property
     def uses_sentence_head(self) -> bool:
@@ -80,16 +69,8 @@ class PretrainingTask:
         return {k: jax.ShapeDtypeStruct(shape, dtype) for k, (shape, dtype) in shapes.items()}
 
     def model_inputs(self, batch: Batch) -> dict[str, jax.Array]:
-        # Without masked_lm_positions (next-token objectives) the LM head sees every position;
-        # ELECTRA's model also needs the targets to rebuild the original tokens.
-        if self.is_xlnet:
-            return xlnet_pretraining.model_inputs(batch)
-        names = MODEL_INPUTS + (ELECTRA_INPUTS if self.is_electra else ())
-        return {
-            f"{k}_{'BxP' if k.startswith('masked') else 'BxL'}": batch[k]
-            for k in names
-            if k in batch
-        }
+        # Without masked_lm_positions (next-token objectives) the LM head sees every position.
+        return self.family.pretraining_inputs(batch)
 
     def loss_fn(
         self, params: Any, batch: Batch, rng: jax.Array, deterministic: bool
@@ -98,15 +79,9 @@ class PretrainingTask:
             {"params": params},
             **self.model_inputs(batch),
             deterministic=deterministic,
-            rngs=self._rngs(rng, deterministic),
+            rngs=self.family.pretraining_rngs(rng, deterministic) or None,
         )
         return self.spec.loss(out, batch)
-
-    def _rngs(self, rng: jax.Array, deterministic: bool) -> dict[str, jax.Array] | None:
-        rngs = {} if deterministic else {"dropout": rng}
-        if self.is_electra:  # the generator samples in evaluation too
-            rngs["sample"] = jax.random.fold_in(rng, 1)
-        return rngs or None
 
     def loss_denominators(self, batch: Batch) -> dict[str, jax.Array]:
         from bert_jax.objectives import losses
@@ -114,23 +89,7 @@ class PretrainingTask:
         return losses.full_batch_denominators(batch)
 
     def flops_per_step(self, global_batch_size: int) -> float:
-        if self.is_xlnet:
-            return xlnet_pretraining.flops_per_step(
-                self.model.config, global_batch_size, self.max_seq_length,
-                self.max_predictions_per_seq,
-            )  # fmt: skip
-        if self.is_electra:  # both networks (ELECTRA's own FLOPs counting does the same)
-            return flops.electra_flops_per_step(
-                self.bert_config, self.model.generator_size, global_batch_size,
-                self.max_seq_length, self.max_predictions_per_seq,
-            )  # fmt: skip
-        return flops.pretraining_flops_per_step(
-            self.bert_config,
-            global_batch_size,
-            self.max_seq_length,
-            self.spec.predictions_per_seq(self.max_seq_length, self.max_predictions_per_seq),
-            self.uses_sentence_head,
-        )
+        return self.family.pretraining_flops(self, global_batch_size)
 
     def tokens_per_step(self, global_batch_size: int) -> int:
         return global_batch_size * self.max_seq_length
@@ -249,11 +208,7 @@ def bert_config_from(config: Any) -> BertConfig:
         # id + 1 rows, not len(vocab) (which would leave the last ids outside it).
         vocab_size = max(load_vocab(config.vocab_file).values()) + 1
     family = get_family(str(config.get("family", "bert")))
-    if (family.name == "electra") != (config.objective == "electra"):
-        raise BertJaxError(
-            f"config.family={family.name} with config.objective={config.objective}: the electra "
-            "objective and the electra family go together (its discriminator is ELECTRA's)"
-        )
+    families.check_preset(family.name, config.objective)
     switches = {k: v for k, v in family.switches.items() if k not in _SIZE_FIELDS}
     if config.get("embedding_size") is not None:
         switches["embedding_size"] = int(config.embedding_size)
@@ -313,15 +268,3 @@ def pretraining_task(config: Any, bert_config: BertConfig) -> PretrainingTask:
         max_eval_steps=int(config.get("max_eval_steps", 100)),
         generator_size=float(config.get("generator_size", DEFAULT_GENERATOR_SIZE)),
     )
-
-
-def export_electra_generator(
-    task: PretrainingTask, params: Any, output_dir: Any, vocab_file: str | None = None
-) -> Any:
-    """An ELECTRA run's generator as transformers' ElectraForMaskedLM (the discriminator is the
-    run's main export, ElectraForPreTraining)."""
-    from bert_jax.interop import export_hf
-    from bert_jax.model.electra import generator_config, generator_params
-
-    gen = generator_config(task.bert_config, task.model.generator_size)
-    return export_hf(gen, generator_params(jax.device_get(params)), output_dir, vocab_file)

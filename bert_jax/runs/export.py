@@ -10,6 +10,7 @@ import json
 
 from etils import epath
 
+from bert_jax import families
 from bert_jax.errors import BertJaxError
 from bert_jax.interop import hf, tf_ckpt
 from bert_jax.interop.pretrained import Pretrained
@@ -98,7 +99,7 @@ def convert(
 def convert_xlnet_any(init_checkpoint: str, output_dir: str) -> str:
     """`bert-jax convert` of an XLNet directory or a workdir fine-tuned from one (its task head
     as XLNetFor<Task>, with our label names)."""
-    from bert_jax.interop.xlnet import convert_xlnet, xlnet_task_head
+    from bert_jax.families.xlnet_checkpoints import convert_xlnet, xlnet_task_head
 
     def task_of(run: dict, params: dict) -> TaskHead | None:
         return xlnet_task_head(run, params, init_checkpoint, *task_labels(run))
@@ -110,8 +111,8 @@ def convert_seq2seq(init_checkpoint: str, output_dir: str) -> str:
     """`bert-jax convert` of a T5 directory or a seq2seq workdir (pretrained or fine-tuned
     text-to-text: the whole model is T5ForConditionalGeneration) -> a T5 directory."""
     from bert_jax.checkpoint import read_workdir_config
-    from bert_jax.interop.seq2seq_load import load_seq2seq
-    from bert_jax.interop.t5 import check_t5_layout, export_t5
+    from bert_jax.families.seq2seq_load import load_seq2seq
+    from bert_jax.families.t5_checkpoints import check_t5_layout, export_t5
     from bert_jax.model.seq2seq import Seq2SeqConfig
 
     path = epath.Path(init_checkpoint)
@@ -127,6 +128,10 @@ def convert_seq2seq(init_checkpoint: str, output_dir: str) -> str:
     )
 
 
+# Architectures whose checkpoints convert whole with their own files (the rest: `convert`).
+_CONVERTERS = {"xlnet": convert_xlnet_any, "seq2seq": convert_seq2seq}
+
+
 def convert_any(
     init_checkpoint: str,
     output_dir: str,
@@ -135,18 +140,16 @@ def convert_any(
 ) -> list[str]:
     """`bert-jax convert` of any checkpoint (BERT family, XLNet, T5; directory or workdir): the
     lines it prints."""
-    from bert_jax.interop.model_kind import model_kind
-
-    kind = model_kind(init_checkpoint)
-    if kind in ("xlnet", "seq2seq"):  # XLNet / T5 dir or workdir -> its transformers class
+    family = families.for_checkpoint(init_checkpoint)
+    own_converter = _CONVERTERS.get(family.name) if family else None
+    if own_converter:  # XLNet / T5 dir or workdir -> its transformers class, its own files
         for name, value in (("bert_config_file", bert_config_file), ("vocab_file", vocab_file)):
             if value:
                 raise BertJaxError(
-                    f"--{name}: only for BERT-family checkpoints; {init_checkpoint} is {kind} "
-                    "(its own files are used)"
+                    f"--{name}: only for BERT-family checkpoints; {init_checkpoint} is "
+                    f"{family.name} (its own files are used)"
                 )
-        export = convert_xlnet_any if kind == "xlnet" else convert_seq2seq
-        return [export(init_checkpoint, output_dir)]
+        return [own_converter(init_checkpoint, output_dir)]
     out, pre, task, vocab = convert(init_checkpoint, output_dir, bert_config_file, vocab_file)
     heads = task.arch if task else ", ".join(pre.heads) or "none"
     lines = [

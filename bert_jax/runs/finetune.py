@@ -22,7 +22,6 @@ does the same for the one configured point.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import logging
 from typing import Any
@@ -32,11 +31,10 @@ import numpy as np
 from etils import epath
 from flax.core import meta
 
+from bert_jax import families
 from bert_jax.aot.pretraining import check_trainer_fits
 from bert_jax.errors import BertJaxError
-from bert_jax.interop import graft_encoder, load_pretrained
-from bert_jax.interop.model_kind import model_kind
-from bert_jax.interop.xlnet import is_xlnet_dir
+from bert_jax.interop import graft_encoder
 from bert_jax.runs import text_to_text
 from bert_jax.runs.finetune_setup import output_dir, run_config, run_mesh, write_json
 from bert_jax.tasks import feature_ner, xlnet_finetune
@@ -44,9 +42,6 @@ from bert_jax.tasks.arrays import TrainBatches, eval_batches
 from bert_jax.tasks.distill.student_setup import Distillation
 from bert_jax.tasks.jobs import make_job
 from bert_jax.tokenization.directory import (
-    LOOKED_FOR,
-    check_vocab_fits,
-    open_tokenizer,
     tokenizer_file_set,
 )
 from bert_jax.train import loop
@@ -54,43 +49,17 @@ from bert_jax.train.curves import write_curves
 from bert_jax.train.validate import check_finetune_config
 
 
-def _tokenizer_and_weights(cfg):
+def _family(cfg) -> families.Architecture:
+    """The architecture of cfg.init_checkpoint; a TF checkpoint prefix or a directory that names
+    none is read by the BERT family's loader (which says what it found)."""
     if not cfg.init_checkpoint:
         raise BertJaxError("config init_checkpoint is empty: give a workdir, HF dir or TF ckpt")
-    if is_xlnet_dir(cfg.init_checkpoint):
-        return xlnet_finetune.load(cfg)
-    step = cfg.get("init_checkpoint_step") or None
-    pre = load_pretrained(cfg.init_checkpoint, vocab_file=cfg.vocab_file or None, step=step)
-    pre = _bottom_layers(pre, cfg.get("init_num_layers", 0))
-    vocab = cfg.vocab_file or pre.vocab_file
-    if not vocab:
-        raise BertJaxError(
-            f"{cfg.init_checkpoint}: has no tokenizer ({LOOKED_FOR}); set --config.vocab_file"
-        )
-    if cfg.max_seq_length > pre.config.max_sequence_length:
-        offset = pre.config.position_offset
-        raise BertJaxError(
-            f"max_seq_length {cfg.max_seq_length} exceeds the checkpoint's "
-            f"max_position_embeddings {pre.config.max_position_embeddings}"
-            + (f" - position_offset {offset}" if offset else "")
-        )
-    # vocab.txt / spiece.model follow do_lower_case (else the checkpoint's); RoBERTa's byte-level
-    # BPE and a tokenizer.json keep their own rule, and a contradicting setting is refused.
-    tokenizer = open_tokenizer(vocab, cfg.do_lower_case, "config do_lower_case", pre.do_lower_case)
-    check_vocab_fits(tokenizer, pre.config.vocab_size, cfg.init_checkpoint)
-    return tokenizer, pre, tokenizer.do_lower_case
+    return families.for_checkpoint(cfg.init_checkpoint) or families.get("bert")
 
 
-def _bottom_layers(pre, n: int):
-    """The checkpoint with only its bottom `n` encoder layers (0: all): a compact student from a
-    deeper pretrained model (`graft_encoder` copies the layers the task model has)."""
-    if not n:
-        return pre
-    if not 1 <= n <= pre.config.num_hidden_layers:
-        raise BertJaxError(
-            f"config init_num_layers={n}: the checkpoint has {pre.config.num_hidden_layers} layers"
-        )
-    return dataclasses.replace(pre, config=pre.config.replace(num_hidden_layers=n))
+def _tokenizer_and_weights(cfg):
+    """(tokenizer, pretrained weights, do_lower_case) as the checkpoint's family loads them."""
+    return _family(cfg).load_for_finetuning(cfg)
 
 
 def _keep_tokenizer_files(vocab: Any, workdir: epath.Path) -> None:
@@ -146,12 +115,13 @@ def _fresh_params(task, seed: int, initializer_range: float, random_encoder: boo
         jax.eval_shape(lambda k: task.model.init(k, **task.model_inputs(dummy)), key)
     )["params"]
     rng = np.random.default_rng(seed)
+    encoder_scope = families.for_model_config(task.bert_config).encoder_scope
 
     def init(path, leaf):
         names = [str(getattr(p, "key", p)) for p in path]
         name = names[-1]
-        # The pooler may be absent from a checkpoint; `transformer` is XLNet's encoder.
-        from_checkpoint = names[0] in ("bert", "transformer") and "pooler" not in names
+        # The pooler may be absent from a checkpoint.
+        from_checkpoint = names[0] == encoder_scope and "pooler" not in names
         from_checkpoint = from_checkpoint and not random_encoder
         if from_checkpoint or name == "bias":
             return np.zeros(leaf.shape, leaf.dtype)
@@ -162,17 +132,11 @@ def _fresh_params(task, seed: int, initializer_range: float, random_encoder: boo
     return jax.tree_util.tree_map_with_path(init, shapes)
 
 
-def _model_config(pre) -> dict[str, Any]:
-    """The model entry of the workdir's config.json."""
-    if isinstance(pre, xlnet_finetune.XLNetPretrained):
-        return pre.workdir_config()
-    return {"bert": pre.config.to_dict()}
-
-
 def run_once(cfg, job, pre, workdir: str | epath.Path, distill=None) -> dict[str, float]:
     """Train one model (`cfg` from `run_config`) with the shared loop and score the dev split(s);
     `distill` (`bert_jax.tasks.distill.student_setup.Distillation`) makes it a distilled student."""
     workdir = epath.Path(workdir)
+    family = families.for_model_config(pre.config)
     bert = pre.config.replace(dtype=cfg.dtype)
     batch = cfg.train_batch_size
     if cfg.get("feature_based", False):  # Table 7: frozen features + BiLSTM, same loop
@@ -189,7 +153,7 @@ def run_once(cfg, job, pre, workdir: str | epath.Path, distill=None) -> dict[str
         cfg,
         task,
         str(workdir),
-        workdir_config=_model_config(pre),
+        workdir_config=family.workdir_record(pre),
         init_params=init,
         batches=TrainBatches(train, batch, cfg.seed),
         mesh=run_mesh(cfg),
@@ -226,18 +190,18 @@ def _summary(runs: list[dict[str, float]]) -> dict[str, float]:
 
 def finetune(cfg, workdir: str | epath.Path) -> dict[str, float]:
     check_finetune_config(cfg)  # before loading weights and data
-    if cfg.init_checkpoint and model_kind(cfg.init_checkpoint) == "seq2seq":
+    family = _family(cfg)
+    if family.task_kind == "encoder_decoder":  # an encoder-decoder fine-tunes text-to-text
         metrics = text_to_text.finetune(cfg, workdir)
         write_curves(workdir, final=metrics)  # the run's last lines: the PNG, the events
         return metrics
-    tokenizer, pre, lower = _tokenizer_and_weights(cfg)
+    tokenizer, pre, lower = family.load_for_finetuning(cfg)
     job = make_job(cfg, do_lower_case=lower)
-    xlnet = isinstance(pre, xlnet_finetune.XLNetPretrained)
-    if xlnet:
+    if family.padding_side == "left":  # XLNet's layout in, the job's own layout out
         job = xlnet_finetune.XLNetLayoutJob(job)
     student_vocab = cfg.vocab_file or getattr(pre, "vocab_file", None)
     distill = Distillation.from_config(cfg, student_vocab, tokenizer)  # checks before the data
-    if distill and xlnet:
+    if distill and not family.distills_students:
         raise BertJaxError("config distill: the student must be a BERT-family encoder")
     job.load(tokenizer)
     if distill:

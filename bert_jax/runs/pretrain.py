@@ -14,6 +14,7 @@ import jax
 from etils import epath
 from jax.experimental import multihost_utils
 
+from bert_jax import families
 from bert_jax.aot.pretraining import check_trainer_fits
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
@@ -22,9 +23,8 @@ from bert_jax.input.geometry import (
     check_shard_objective,
     with_shard_geometry,
 )
-from bert_jax.interop import export_hf, graft_encoder, load_pretrained
-from bert_jax.objectives import is_seq2seq
-from bert_jax.pretraining.task import bert_config_from, export_electra_generator, pretraining_task
+from bert_jax.interop import graft_encoder, load_pretrained
+from bert_jax.pretraining.task import bert_config_from, pretraining_task
 from bert_jax.tokenization.byte_bpe import file_set_of, is_byte_bpe_file
 from bert_jax.train.loop import TrainResult, maybe_initialize_distributed, train
 from bert_jax.train.validate import check_training_config
@@ -56,7 +56,8 @@ def run_pretraining(config: Any, workdir: str, batches: Any = None) -> TrainResu
 
 def _pretrain(config: Any, workdir: str, batches: Any = None) -> TrainResult:
     check_shard_objective(config)  # shards of another objective: named before any other check
-    if is_seq2seq(config.get("objective", "")):  # T5 (bert_jax/configs/t5.py)
+    family = families.for_objective(config.objective)
+    if family.task_kind == "encoder_decoder":  # T5 and its kin (bert_jax/configs/t5.py)
         from bert_jax.runs.seq2seq_pretrain import run_seq2seq_pretraining
 
         return run_seq2seq_pretraining(config, workdir, batches)
@@ -73,8 +74,8 @@ def _pretrain(config: Any, workdir: str, batches: Any = None) -> TrainResult:
         bert_config = bert_config_from(config)
         task = pretraining_task(config, bert_config)
     wd = epath.Path(workdir)
-    if config.init_checkpoint and getattr(task, "is_xlnet", False):
-        raise BertJaxError("config.init_checkpoint: not supported with objective permutation_lm")
+    if config.init_checkpoint:
+        family.check_init_checkpoint(config.init_checkpoint)
     init = _init_params_fn(config.init_checkpoint, bert_config) if config.init_checkpoint else None
     if config.get("teacher"):
         if config.init_checkpoint:
@@ -102,15 +103,6 @@ def _pretrain(config: Any, workdir: str, batches: Any = None) -> TrainResult:
         params = multihost_utils.process_allgather(result.state.params, tiled=True)
         if jax.process_index() == 0:
             vocab = config.vocab_file or None
-            if getattr(task, "is_xlnet", False):  # XLNetLMHeadModel (bert_jax.interop.xlnet)
-                from bert_jax.interop.xlnet import export_xlnet
-
-                out = export_xlnet(task.model.config, params, config.export_hf_dir)
-                print(f"exported Hugging Face XLNetLMHeadModel to {out}")
-                return result
-            out = export_hf(bert_config, params, config.export_hf_dir, vocab_file=vocab)
-            print(f"exported Hugging Face model to {out}")
-            if getattr(task, "is_electra", False):  # the discriminator above, the generator here
-                gen = export_electra_generator(task, params, out / "generator", vocab)
-                print(f"exported the ELECTRA generator to {gen}")
+            for line in family.export_pretrained(task, params, config.export_hf_dir, vocab):
+                print(line)
     return result

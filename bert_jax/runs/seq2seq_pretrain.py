@@ -2,7 +2,7 @@
 loop: what `bert-jax pretrain` runs when config.objective is an encoder-decoder objective
 (bert_jax/configs/t5.py). The workdir is a seq2seq workdir: config.json holds the model under
 "seq2seq" and names the sentencepiece model copied beside it, so `bert-jax generate
---init_checkpoint=WORKDIR` decodes from it (bert_jax.interop.seq2seq_load)."""
+--init_checkpoint=WORKDIR` decodes from it (bert_jax.families.seq2seq_load)."""
 
 from __future__ import annotations
 

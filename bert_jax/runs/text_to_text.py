@@ -30,8 +30,8 @@ from bert_jax.atomic_write import write_text_atomic
 from bert_jax.decoding.generate_text import generate_lines
 from bert_jax.decoding.seq2seq import GenerateSettings
 from bert_jax.errors import BertJaxError
+from bert_jax.families.seq2seq_load import Seq2SeqPretrained, load_seq2seq, write_workdir_record
 from bert_jax.input.seq2seq import Seq2SeqBatches
-from bert_jax.interop.seq2seq_load import Seq2SeqPretrained, load_seq2seq, write_workdir_record
 from bert_jax.model.seq2seq import stack_seq2seq
 from bert_jax.pretraining.seq2seq_task import Seq2SeqTask
 from bert_jax.runs.finetune_setup import output_dir, run_config, run_mesh, write_json

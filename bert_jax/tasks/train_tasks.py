@@ -6,9 +6,9 @@
   sub-token of each word, 0 elsewhere), normalised by the weight sum.
 - `SpanTask`: start/end logits over all tokens; (CE(start) + CE(end)) / 2, as run_squad.py.
 Every task also has `predict(params, batch)` -> the head's logits (deterministic), which the
-trainer jits as `predict_step` for evaluation. Given an `XLNetConfig` instead of a `BertConfig`,
-each task builds XLNet's head of the same kind (`bert_jax.model.xlnet.heads`; inputs in XLNet's
-layout, see `bert_jax.tasks.xlnet_layout`).
+trainer jits as `predict_step` for evaluation. The heads are the model family's
+(`bert_jax.families`, from the config's type): given an `XLNetConfig`, XLNet's heads of the same
+kind (inputs in XLNet's layout, see `bert_jax.tasks.xlnet_layout`).
 """
 
 from __future__ import annotations
@@ -20,19 +20,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from bert_jax import families
 from bert_jax.config import BertConfig
-from bert_jax.errors import BertJaxError
-from bert_jax.model import (
-    BertForMultipleChoice,
-    BertForQuestionAnswering,
-    BertForSequenceClassification,
-    BertForTokenClassification,
-)
-from bert_jax.model.bilstm import BertWithBiLSTM
-from bert_jax.model.xlnet import XLNetConfig
-from bert_jax.model.xlnet import heads as xlnet_heads
-from bert_jax.model.xlnet.pretraining import content_flops_per_token
-from bert_jax.train import flops
 from bert_jax.train.task import Batch, Metrics
 
 INPUT_KEYS = ("input_ids", "input_mask", "segment_ids")
@@ -77,18 +66,12 @@ class _Base:
         return self.apply(params, batch, None, True)
 
     @property
-    def is_xlnet(self) -> bool:
-        return isinstance(self.bert_config, XLNetConfig)
-
-    def _refuse_for_xlnet(self, what: str) -> None:
-        if self.is_xlnet:
-            raise BertJaxError(f"{what}: not built for XLNet (classification, tagging, span QA)")
+    def family(self) -> families.Architecture:
+        """The architecture whose heads this task builds (from the config's type)."""
+        return families.for_model_config(self.bert_config)
 
     def flops_per_step(self, global_batch_size: int) -> float:
-        if self.is_xlnet:
-            per_tok = content_flops_per_token(self.bert_config, self.max_seq_length)
-        else:
-            per_tok = flops.encoder_flops_per_token(self.bert_config, self.max_seq_length)
+        per_tok = self.family.encoder_flops_per_token(self.bert_config, self.max_seq_length)
         return self.tokens_per_step(global_batch_size) * per_tok
 
     def tokens_per_step(self, global_batch_size: int) -> int:
@@ -102,22 +85,10 @@ class ClassificationTask(_Base):
     num_choices: int = 0  # > 0: multiple choice (SWAG), inputs B x C x L
 
     def __post_init__(self) -> None:
-        if self.is_xlnet:
-            if self.num_choices or self.bilstm_size:
-                self._refuse_for_xlnet("multiple choice" if self.num_choices else "bilstm_size")
-            self.model = xlnet_heads.XLNetForSequenceClassification(
-                self.bert_config, self.num_labels
-            )
-        elif self.num_choices:
-            if self.bilstm_size:
-                raise BertJaxError("bilstm_size: not supported for multiple choice")
-            self.model = BertForMultipleChoice(self.bert_config)
-        elif self.bilstm_size:
-            self.model = BertWithBiLSTM(
-                self.bert_config, self.num_labels, "sentence", self.bilstm_size
-            )
+        if self.num_choices:
+            self.model = self.family.multiple_choice(self.bert_config, self.bilstm_size)
         else:
-            self.model = BertForSequenceClassification(self.bert_config, self.num_labels)
+            self.model = self.family.classifier(self.bert_config, self.num_labels, self.bilstm_size)
 
     def _seq_shape(self) -> tuple[int, ...]:
         if self.num_choices:
@@ -150,15 +121,7 @@ class TaggingTask(_Base):
     num_labels: int = 9
 
     def __post_init__(self) -> None:
-        if self.is_xlnet:
-            if self.bilstm_size:
-                self._refuse_for_xlnet("bilstm_size")
-            self.model = xlnet_heads.XLNetForTokenClassification(self.bert_config, self.num_labels)
-        elif self.bilstm_size:
-            size = self.bilstm_size
-            self.model = BertWithBiLSTM(self.bert_config, self.num_labels, "token", size)
-        else:
-            self.model = BertForTokenClassification(self.bert_config, self.num_labels)
+        self.model = self.family.tagger(self.bert_config, self.num_labels, self.bilstm_size)
 
     def _label_shapes(self) -> dict[str, jax.ShapeDtypeStruct]:
         return {
@@ -180,14 +143,7 @@ class TaggingTask(_Base):
 @dataclasses.dataclass
 class SpanTask(_Base):
     def __post_init__(self) -> None:
-        if self.is_xlnet:
-            if self.bilstm_size:
-                self._refuse_for_xlnet("bilstm_size")
-            self.model = xlnet_heads.XLNetForQuestionAnsweringSimple(self.bert_config)
-            return
-        self.model = BertForQuestionAnswering(self.bert_config)
-        if self.bilstm_size:
-            self.model = BertWithBiLSTM(self.bert_config, 2, "span", self.bilstm_size)
+        self.model = self.family.span_model(self.bert_config, self.bilstm_size)
 
     def _label_shapes(self) -> dict[str, jax.ShapeDtypeStruct]:
         b = self.global_batch_size

@@ -44,7 +44,7 @@ def check_training_config(config: Any) -> None:
     if decay is not None and not 0 < decay <= 1:
         raise BertJaxError(f"config.layerwise_lr_decay={decay}: must be in (0, 1]")
     generator = _number(config, "generator_size")
-    if config.get("objective") == "electra" and generator is not None and not 0 < generator <= 1:
+    if generator is not None and not 0 < generator <= 1:  # read by ELECTRA only; wrong anyway
         raise BertJaxError(
             f"config.generator_size={generator}: must be in (0, 1], the generator's width as a "
             "fraction of the discriminator's (ELECTRA's best: 0.25 to 0.5)"

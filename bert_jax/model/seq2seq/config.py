@@ -85,6 +85,15 @@ class Seq2SeqConfig:
     def gated(self) -> bool:
         return self.feed_forward_proj.startswith("gated-")
 
+    def weight_flops_per_sequence(self, inputs_length: int, targets_length: int) -> float:
+        """Matmul weight MACs per (inputs, targets) pair: the encoder over the inputs, the
+        decoder (self + cross attention) and the LM head over the targets."""
+        ff = self.d_model * self.d_ff * (3 if self.gated else 2)
+        enc = self.num_layers * (4 * self.d_model * self.inner_dim + ff)
+        dec = self.num_decoder_layers * (8 * self.d_model * self.inner_dim + ff)
+        dec += self.d_model * self.vocab_size
+        return float(enc * inputs_length + dec * targets_length)
+
     def replace(self, **changes: Any) -> Seq2SeqConfig:
         return dataclasses.replace(self, **changes)
 

@@ -36,6 +36,13 @@ class RnnConfig:
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
+    def weight_flops_per_sequence(self, inputs_length: int, targets_length: int) -> float:
+        """Matmul weight MACs per (inputs, targets) pair: the LSTMs' 4 gates, attention and the
+        output layer on every token (a training step costs 6 FLOPs per MAC)."""
+        h, e, v = self.hidden_size, self.embed_dim, self.vocab_size
+        per_token = 2 * 4 * h * (h + e) + 3 * h * h + h * v
+        return float(per_token * (inputs_length + targets_length))
+
 
 class DecoderStep(nn.Module):
     """One decoder step; `nn.scan` runs it over the target (training) or once (a decoding

@@ -12,7 +12,7 @@ from etils import epath
 
 from bert_jax.checkpoint import read_workdir_config
 from bert_jax.errors import BertJaxError
-from bert_jax.interop.t5 import read_t5_dir
+from bert_jax.families.t5_checkpoints import read_t5_dir
 from bert_jax.interop.workdir_params import restore_workdir_params
 from bert_jax.model.seq2seq import Seq2SeqConfig, unstack_seq2seq
 

@@ -19,7 +19,6 @@ from bert_jax.atomic_write import read_json, write_bytes_atomic, write_json_atom
 from bert_jax.checkpoint import read_workdir_config
 from bert_jax.errors import BertJaxError
 from bert_jax.interop.hf import _open_weights
-from bert_jax.interop.model_kind import model_kind
 from bert_jax.interop.task_heads import TaskHead
 from bert_jax.interop.workdir_params import restore_workdir_params
 from bert_jax.model.xlnet.config import XLNetConfig
@@ -60,11 +59,6 @@ def _get(tree: dict, path: tuple[str, ...]) -> np.ndarray:
     for key in path:
         tree = tree[key]
     return np.asarray(tree, np.float32)
-
-
-def is_xlnet_dir(path: str | os.PathLike) -> bool:
-    """A Hugging Face XLNet directory or a bert-jax workdir fine-tuned from one."""
-    return model_kind(path) == "xlnet"
 
 
 def _read_xlnet_workdir(path: epath.Path, **runtime) -> tuple[XLNetConfig, dict, bool]:

@@ -1,0 +1,101 @@
+"""One module per architecture behind one protocol (`base.Architecture`), and the registry that
+finds the right one. Nothing outside this package (and the model and config layers) branches on
+a model family: code asks the registry, then asks the family.
+
+(`bert_jax.model.families` is a different, lower thing: the BERT encoder's variants, i.e. the
+values of a pretraining config's `family` key, all of them this package's "bert" architecture
+except ELECTRA's discriminator.)
+
+    from bert_jax import families
+    arch = families.for_objective("electra")          # an objective names its family
+    arch = families.for_checkpoint(init_checkpoint)   # a workdir, HF dir or TF checkpoint
+    arch = families.for_model_config(config)          # BertConfig, XLNetConfig, Seq2SeqConfig
+    model = arch.classifier(config, num_labels=2)
+
+Families: bert (BERT, RoBERTa, ALBERT, DistilBERT, causal BERT: presets of one encoder),
+electra, xlnet, seq2seq (T5, Transformer, RNN). Adding one is a module here plus a line in
+`_BUILT`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from etils import epath
+
+from bert_jax import objectives
+from bert_jax.errors import BertJaxError
+from bert_jax.families.base import Architecture
+from bert_jax.families.bert import BertFamily
+from bert_jax.families.electra import ElectraFamily
+from bert_jax.families.seq2seq import Seq2SeqFamily
+from bert_jax.families.xlnet import XLNetFamily
+from bert_jax.model.seq2seq import Seq2SeqConfig
+from bert_jax.model.xlnet import XLNetConfig
+
+_BUILT: tuple[Architecture, ...] = (BertFamily(), ElectraFamily(), XLNetFamily(), Seq2SeqFamily())
+FAMILIES: dict[str, Architecture] = {f.name: f for f in _BUILT}
+_BY_HF_TYPE = {t: f for f in _BUILT for t in f.hf_model_types}
+# Model config classes other than BertConfig (every BERT preset's, ELECTRA's included).
+_BY_CONFIG_TYPE: dict[type, Architecture] = {
+    XLNetConfig: FAMILIES["xlnet"],
+    Seq2SeqConfig: FAMILIES["seq2seq"],
+}
+
+
+def names() -> list[str]:
+    return list(FAMILIES)
+
+
+def get(name: str) -> Architecture:
+    if name not in FAMILIES:
+        raise BertJaxError(f"unknown architecture {name!r}; known: {', '.join(FAMILIES)}")
+    return FAMILIES[name]
+
+
+def for_objective(objective: str) -> Architecture:
+    """The family an objective (registry or create-pretraining-data name) trains."""
+    return get(objectives.get(objective).family)
+
+
+def for_model_config(config: Any) -> Architecture:
+    """The family whose models take `config` (a BertConfig of any preset is the BERT family's
+    for fine-tuning: ELECTRA's discriminator fine-tunes as a BERT encoder)."""
+    return _BY_CONFIG_TYPE.get(type(config), FAMILIES["bert"])
+
+
+def for_checkpoint(path: str | os.PathLike) -> Architecture | None:
+    """The family of a checkpoint directory from its config.json: a Hugging Face `model_type`,
+    or the model entry of a bert-jax workdir's config. None when there is no readable
+    config.json or it names no family (a TF checkpoint prefix: the BERT loader's to read)."""
+    config = epath.Path(path) / "config.json"
+    try:
+        raw = json.loads(config.read_text()) if config.exists() else {}
+    except (OSError, ValueError):
+        return None
+    if not isinstance(raw, dict):
+        return None
+    if raw.get("model_type") in _BY_HF_TYPE:
+        return _BY_HF_TYPE[raw["model_type"]]
+    # A workdir: the entry its run wrote ("xlnet" for a run fine-tuned from an XLNet directory).
+    return next((f for f in _BUILT for e in f.workdir_entries if e in raw), None)
+
+
+def check_preset(preset: str, objective: str) -> None:
+    """An encoder preset and an objective train the same family (ELECTRA's discriminator comes
+    only with the electra objective, and the electra objective only with it)."""
+    wanted = for_objective(objective)
+    if preset not in wanted.presets:
+        raise BertJaxError(
+            f"config.family={preset} with config.objective={objective}: family and objective "
+            f"go together ({objective} trains {wanted.title}: config.family="
+            f"{' | '.join(wanted.presets)})"
+        )
+
+
+__all__ = [
+    "FAMILIES", "Architecture", "check_preset", "for_checkpoint", "for_model_config",
+    "for_objective", "get", "names",
+]  # fmt: skip

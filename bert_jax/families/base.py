@@ -1,0 +1,94 @@
+"""The protocol every architecture implements: what the pretraining task, the fine-tuning run,
+the converters and the commands ask of a model family instead of branching on its name.
+
+A family answers with its own code or says plainly that it has no such path (`unsupported`);
+callers read the answer, never the family's name. Capabilities that change how shared code runs
+are properties (`padding_side`, `task_kind`, `extracts_features`), not name checks.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import jax
+
+from bert_jax.errors import BertJaxError
+
+
+class Architecture:
+    """One architecture. Subclasses set the class attributes and override what they build."""
+
+    name: ClassVar[str] = ""
+    title: ClassVar[str] = ""  # in messages: "BERT family", "XLNet", ...
+    # Hugging Face `model_type`s and bert-jax workdir model entries (config.json keys) it reads.
+    hf_model_types: ClassVar[tuple[str, ...]] = ()
+    workdir_entries: ClassVar[tuple[str, ...]] = ()
+    # The encoder presets (bert_jax.model.families) its pretraining configs may name.
+    presets: ClassVar[tuple[str, ...]] = ()
+    # Which shape of run trains it: "encoder" (the pretraining task over the reference shards,
+    # the encoder fine-tuning run) or "encoder_decoder" (inputs -> targets shards, text-to-text
+    # runs).
+    task_kind: ClassVar[str] = "encoder"
+    # Fine-tuning rows reach the model padded on this side (XLNet's releases pad on the left).
+    padding_side: ClassVar[str] = "right"
+    extracts_features: ClassVar[bool] = False  # extract-features
+    draws_attention_maps: ClassVar[bool] = False  # attention-map (BERT's one-stream attention)
+    # How `bert-jax generate` decodes from it: "causal" (a left-to-right encoder), "seq2seq"
+    # (encoder-decoder), "" (it does not generate).
+    generates: ClassVar[str] = ""
+    distills_students: ClassVar[bool] = False  # a task-distillation student (tasks.distill)
+    encoder_scope: ClassVar[str] = "bert"  # the encoder's parameters in its task models
+    tokenizer: ClassVar[str] = ""  # what its checkpoints ship, for messages and docs
+
+    def unsupported(self, what: str) -> BertJaxError:
+        return BertJaxError(f"{what}: not built for {self.title}")
+
+    # ---- pretraining (the encoder task, bert_jax.pretraining.task) --------------------------
+    def pretraining_model(self, bert_config: Any, objective: Any, generator_size: float) -> Any:
+        raise self.unsupported("pretraining")
+
+    def pretraining_inputs(self, batch: dict[str, jax.Array]) -> dict[str, jax.Array]:
+        """The model's keyword arguments from a batch of the objective's arrays."""
+        names = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
+        return {f"{k}_{_suffix(k)}": batch[k] for k in names if k in batch}
+
+    def pretraining_rngs(self, rng: jax.Array, deterministic: bool) -> dict[str, jax.Array]:
+        return {} if deterministic else {"dropout": rng}
+
+    def pretraining_flops(self, task: Any, global_batch_size: int) -> float:
+        raise self.unsupported("FLOPs counting")
+
+    def check_init_checkpoint(self, path: str) -> None:
+        """Refuse an init checkpoint this family's pretraining cannot graft."""
+
+    def export_pretrained(self, task: Any, params: Any, output_dir: str, vocab: Any) -> list[str]:
+        """Write the trained model as its Hugging Face class; the lines to print."""
+        raise self.unsupported("export_hf_dir")
+
+    # ---- fine-tuning ------------------------------------------------------------------------
+    def load_for_finetuning(self, cfg: Any) -> tuple[Any, Any, bool]:
+        """(tokenizer, pretrained weights, do_lower_case) of cfg.init_checkpoint."""
+        raise self.unsupported("fine-tuning")
+
+    def workdir_record(self, pre: Any) -> dict[str, Any]:
+        """The model entry a fine-tuning workdir's config.json keeps for `pre`."""
+        return {"bert": pre.config.to_dict()}
+
+    def classifier(self, config: Any, num_labels: int, bilstm_size: int = 0) -> Any:
+        raise self.unsupported("classification")
+
+    def multiple_choice(self, config: Any, bilstm_size: int = 0) -> Any:
+        raise self.unsupported("multiple choice")
+
+    def tagger(self, config: Any, num_labels: int, bilstm_size: int = 0) -> Any:
+        raise self.unsupported("tagging")
+
+    def span_model(self, config: Any, bilstm_size: int = 0) -> Any:
+        raise self.unsupported("span QA")
+
+    def encoder_flops_per_token(self, config: Any, seq_len: int) -> float:
+        raise self.unsupported("FLOPs counting")
+
+
+def _suffix(key: str) -> str:
+    return "BxP" if key.startswith("masked") else "BxL"

@@ -1,0 +1,30 @@
+"""The encoder-decoders: T5 (relative positions, RMS pre-norm), the original Transformer and its
+RNN predecessor, one module (`bert_jax.model.seq2seq`) behind presets. Their runs have their own
+shape, so this family names them (`task_kind = "encoder_decoder"`) rather than building encoder
+tasks: pretraining is `bert_jax.pretraining.seq2seq` over inputs/targets shards (span corruption,
+prefix LM), fine-tuning is text-to-text (`bert_jax.runs.text_to_text`), decoding is `bert-jax
+generate`; Hugging Face T5 directories load and export with their spiece.model
+(`bert_jax.families.t5_checkpoints`, `bert_jax.families.seq2seq_load`)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from bert_jax.families.base import Architecture
+from bert_jax.families.seq2seq_load import Seq2SeqPretrained, load_seq2seq
+
+
+class Seq2SeqFamily(Architecture):
+    name: ClassVar[str] = "seq2seq"
+    title: ClassVar[str] = "an encoder-decoder (T5)"
+    hf_model_types: ClassVar[tuple[str, ...]] = ("t5",)
+    workdir_entries: ClassVar[tuple[str, ...]] = ("seq2seq",)
+    task_kind: ClassVar[str] = "encoder_decoder"
+    generates: ClassVar[str] = "seq2seq"
+    tokenizer: ClassVar[str] = "spiece.model (sentencepiece with 100 sentinels)"
+
+    def load(self, path: str, step: int | None = None) -> Seq2SeqPretrained:
+        return load_seq2seq(path, step)
+
+    def load_for_finetuning(self, cfg: Any) -> tuple[Any, Seq2SeqPretrained, bool]:
+        raise self.unsupported("encoder fine-tuning (text-to-text runs instead)")
