@@ -4,7 +4,7 @@ registry (`families.for_objective / for_checkpoint / for_model_config`) and then
 
 A branch is a comparison with a family's name ("xlnet", "electra", model_type "t5", ...), an
 `isinstance` test against a family's model or config class, a helper that answers "is this
-XLNet?" (`is_xlnet`, `model_kind`, ...), or a guess from head names ("replaced_token" in heads).
+XLNet?" (`is_xlnet`, `model_kind`, ...), or a guess from head names ("rtd" in heads).
 Capabilities a family declares (`padding_side`, `task_kind`, `extracts_features`) are not
 branches on its name and are allowed.
 """
@@ -23,7 +23,7 @@ EXEMPT = ("families", "model", "configs", "config.py")
 FAMILY_NAMES = {
     "bert", "roberta", "albert", "electra", "distilbert", "xlnet", "t5", "seq2seq", "elmo",
 }  # fmt: skip
-HEAD_GUESSES = {"replaced_token", "permutation_lm"}
+HEAD_GUESSES = {"rtd", "plm"}
 CLASS = re.compile(r"^(XLNet|Electra|Seq2Seq|T5|Elmo|ELMo|Roberta|Albert|DistilBert)")
 HELPER = re.compile(r"^(is_xlnet|is_electra|is_seq2seq|is_t5|model_kind)")
 # Branches left on purpose, each with its reason (path: count).
@@ -113,7 +113,7 @@ def test_the_detector_finds_each_kind_of_branch(tmp_path):
         "if kind in ('xlnet', 'seq2seq'):\n    pass\n"
         "if isinstance(cfg, XLNetConfig):\n    pass\n"
         "if model_kind(path) == None:\n    pass\n"
-        "if 'replaced_token' in spec.heads:\n    pass\n"
+        "if 'rtd' in spec.heads:\n    pass\n"
         "if task.is_electra:\n    pass\n"
         "if family.padding_side == 'left' or cfg.task_family == 'glue':\n    pass\n"
     )

@@ -62,7 +62,7 @@ def test_presets_set_the_families_switches():
         2, 1, 512)  # fmt: skip
     distil = family_config("distilbert")
     assert (distil.type_vocab_size, distil.pooler, distil.num_hidden_layers) == (0, False, 6)
-    assert FAMILIES["electra"].heads == ("rtd",) and FAMILIES["albert"].heads == ("mlm", "nsp")
+    assert FAMILIES["electra"].heads == ("rtd",) and FAMILIES["albert"].heads == ("mlm", "sop")
     with pytest.raises(BertJaxError, match="unknown model family 'xlnet'"):
         family_config("xlnet")
     with pytest.raises(BertJaxError, match="share_layers 'some'"):

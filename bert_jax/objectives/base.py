@@ -29,6 +29,19 @@ LossFn = Callable[[Any, Mapping[str, Any]], tuple[Any, dict[str, Any]]]
 #   "packed_docs":    the same, but a segment never crosses a document boundary (RoBERTa's
 #                     DOC-SENTENCES; a document's last segment may be shorter)
 PAIRINGS = ("sentence_pairs", "swapped_pairs", "packed", "packed_docs")
+# The one vocabulary of pretraining heads (objectives, the encoder variants in
+# bert_jax.model.families, and the checkpoint head groups of bert_jax.interop, where the
+# sentence-pair layer of both NSP and SOP is the "nsp" group).
+HEADS = {
+    "mlm": "masked LM: logits at the masked positions",
+    "ltr": "left-to-right LM: the same head at every position, causal attention",
+    "nsp": "next-sentence prediction on the pooled [CLS]",
+    "sop": "sentence-order prediction on the pooled [CLS] (ALBERT)",
+    "rtd": "replaced-token detection at every position (ELECTRA's discriminator)",
+    "plm": "permutation LM over two-stream attention (XLNet)",
+}
+# Sentence heads -> the task their metrics are named after (next_sentence_accuracy, ...).
+SENTENCE_TASKS = {"nsp": "next_sentence", "sop": "sentence_order"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,8 +64,7 @@ class Objective:
     description: str
     pairing: str  # one of PAIRINGS
     masking: TokenMasking | None  # None: the objective predicts no masked tokens
-    # Pretraining heads: "masked_lm" (logits at masked positions), "next_token" (the same LM
-    # head at every position, left to right), "next_sentence", "sentence_order".
+    # Pretraining heads, in the vocabulary of HEADS.
     heads: tuple[str, ...]
     loss: LossFn
     # The label the sentence head predicts, named as stats.json reports its positive fraction.
@@ -70,22 +82,24 @@ class Objective:
     def __post_init__(self) -> None:
         if self.pairing not in PAIRINGS:
             raise ValueError(f"objective {self.name}: pairing {self.pairing!r} not in {PAIRINGS}")
+        if not set(self.heads) <= set(HEADS):
+            raise ValueError(f"objective {self.name}: heads {self.heads} not in {tuple(HEADS)}")
 
     @property
     def sentence_head(self) -> str | None:
         """"next_sentence" or "sentence_order" when the model has a sentence-pair classifier."""
-        return next((h for h in self.heads if h in ("next_sentence", "sentence_order")), None)
+        return next((SENTENCE_TASKS[h] for h in self.heads if h in SENTENCE_TASKS), None)
 
     def predicted_tokens(self, batch: Mapping[str, Any]) -> float:
         """How many token predictions a batch holds: the weight of its token metrics."""
-        if "next_token" in self.heads:  # every real token after the first
+        if "ltr" in self.heads:  # every real token after the first
             mask_BxL = np.asarray(batch["input_mask"], np.float64)
             return float(np.sum(mask_BxL[:, 1:]))
         return float(np.sum(np.asarray(batch["masked_lm_weights"], np.float64)))
 
     def predictions_per_seq(self, max_seq_length: int, max_predictions_per_seq: int) -> int:
         """Positions the LM head projects onto the vocabulary per sequence."""
-        return max_seq_length if "next_token" in self.heads else max_predictions_per_seq
+        return max_seq_length if "ltr" in self.heads else max_predictions_per_seq
 
     def shard_schema(
         self, max_seq_length: int, max_predictions_per_seq: int, static_masks: bool

@@ -18,7 +18,7 @@ OBJECTIVE = Objective(
     description="masked LM on full sentences packed within one document (RoBERTa)",
     pairing="packed_docs",
     masking=TokenMasking(),
-    heads=("masked_lm",),
+    heads=("mlm",),
     loss=loss,
     data_flag="doc_sentences",
 )

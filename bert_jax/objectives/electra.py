@@ -24,7 +24,7 @@ OBJECTIVE = Objective(
     description="replaced-token detection with a masked-LM generator (ELECTRA)",
     pairing="packed",
     masking=TokenMasking(mask_prob=0.85, random_prob=0.0),
-    heads=("masked_lm", "replaced_token"),
+    heads=("mlm", "rtd"),
     loss=loss,
     data_flag="electra",
 )

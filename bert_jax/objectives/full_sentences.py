@@ -17,7 +17,7 @@ OBJECTIVE = Objective(
     description="masked LM on packed full sentences (RoBERTa)",
     pairing="packed",
     masking=TokenMasking(),
-    heads=("masked_lm",),
+    heads=("mlm",),
     loss=loss,
     data_flag="full_sentences",
 )

@@ -24,7 +24,7 @@ OBJECTIVE = Objective(
     description="left-to-right LM, causal attention, no NSP (LTR & No NSP)",
     pairing="sentence_pairs",
     masking=None,
-    heads=("next_token",),
+    heads=("ltr",),
     loss=loss,
     causal=True,
 )

@@ -17,6 +17,6 @@ OBJECTIVE = Objective(
     description="masked LM only, on sentence pairs (No NSP)",
     pairing="sentence_pairs",
     masking=TokenMasking(),
-    heads=("masked_lm",),
+    heads=("mlm",),
     loss=loss,
 )

@@ -19,7 +19,7 @@ OBJECTIVE = Objective(
     description="masked LM + sentence-order prediction (ALBERT)",
     pairing="swapped_pairs",
     masking=TokenMasking(max_ngram=3),  # ALBERT's n-gram masking, P(n) proportional to 1/n
-    heads=("masked_lm", "sentence_order"),
+    heads=("mlm", "sop"),
     loss=loss,
     label_statistic="swapped_order_fraction",
     data_flag="sop",

@@ -157,7 +157,7 @@ OBJECTIVE = Objective(
     description="permutation LM, two-stream attention, span targets, last 1/K (XLNet)",
     pairing="sentence_pairs",
     masking=None,
-    heads=("permutation_lm",),
+    heads=("plm",),
     loss=loss,
     layout=XLNetLayout(),
 )

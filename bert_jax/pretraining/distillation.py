@@ -112,7 +112,7 @@ class DistillationTask(PretrainingTask):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.spec.heads != ("masked_lm",):  # not NSP/SOP, ELECTRA, next-token or XLNet
+        if self.spec.heads != ("mlm",):  # not NSP/SOP, ELECTRA, next-token or XLNet
             raise BertJaxError(
                 f"distillation trains masked LM: objective {self.spec.name} is not mlm or "
                 "full_sentences"

@@ -2,10 +2,11 @@
 pretraining heads it has, and how its releases name weights and config (one module per variant,
 `base.Family` says what one holds). The only place that knows a variant; sizes are overrides.
 
-Heads: `mlm` (masked-LM, tied decoder), `nsp` (the sentence-pair head on the pooler: NSP for
-BERT, SOP for ALBERT), `rtd` (ELECTRA's replaced-token detection). ELECTRA's generator is the
-same variant with the `mlm` head (`generator_heads`). Adding a variant is a module here plus a
-line in `_BUILT` (and a recipe in bert_jax/configs/).
+Heads are named in the one vocabulary of `bert_jax.objectives.base.HEADS`: `mlm` (masked LM,
+tied decoder), `nsp` / `sop` (the sentence-pair head on the pooler: NSP for BERT, SOP for ALBERT;
+its weights are the "nsp" checkpoint group either way), `rtd` (ELECTRA's replaced-token
+detection). ELECTRA's generator is the same variant with the `mlm` head (`generator_heads`).
+Adding a variant is a module here plus a line in `_BUILT` (and a recipe in bert_jax/configs/).
 """
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ FAMILY = Albert(
         hidden_dropout_prob=0.0,
         attention_probs_dropout_prob=0.0,
     ),
-    ("mlm", "nsp"),
+    ("mlm", "sop"),
     hf_class_prefix="Albert",
     hf_title="ALBERT",
     hf_names=HfNames(
