@@ -134,6 +134,9 @@ def _flag_error(e: Exception, args: list[str]) -> str:
         flag = next((f for f in flags_ if f"'{f.rsplit('.', 1)[1]}" in text), None)
         if flag:
             key = flag.rsplit(".", 1)[1]
+            renamed = _renamed_key(flag, args)
+            if renamed:
+                return renamed
             hint = re.search(r'Did you mean "([^"]+)"', text)
             more = f"did you mean {hint.group(1)!r}?" if hint else "see --help for the fields"
             return f"{flag}: the config has no field {key!r} ({more})"
@@ -141,6 +144,26 @@ def _flag_error(e: Exception, args: list[str]) -> str:
     if isinstance(e, BertJaxError):  # a config file's own check (an unknown preset, say)
         return f"--config: {e}"
     return f"{config}: {type(e).__name__}: {e}"
+
+
+def _renamed_key(flag: str, args: list[str]) -> str | None:
+    """The one line for a fine-tuning key that was renamed (`--config.family=glue`: task_family),
+    when the config given has the new key (t5.py has neither: its message stays the general one)."""
+    from bert_jax.train.config import RENAMED_KEYS, renamed_key_message
+
+    old = flag.removeprefix("--config.")
+    given = next((a.split("=", 1)[1] for a in args if a.startswith("--config=")), None)
+    if given is None and "--config" in args and args.index("--config") + 1 < len(args):
+        given = args[args.index("--config") + 1]
+    if old not in RENAMED_KEYS or given is None:
+        return None
+    from bert_jax.cli_help import load_config
+
+    try:
+        has_new = RENAMED_KEYS[old] in load_config(given)
+    except Exception:  # the config file's own error is reported where it is read
+        return None
+    return renamed_key_message(old, flag) if has_new else None
 
 
 if __name__ == "__main__":

@@ -114,6 +114,11 @@ def _load(value: str) -> tuple[Any, str]:
     return config, inspect.getsource(module)
 
 
+def load_config(value: str) -> Any:
+    """The config a --config value names (its file's get_config with the value's argument)."""
+    return _load(value)[0]
+
+
 def _fmt_value(v: Any) -> str:
     text = repr(v)
     return text if len(text) <= 40 else text[:37] + "..."
@@ -122,7 +127,7 @@ def _fmt_value(v: Any) -> str:
 def _meaning(config: Any, docs: dict[str, str], key: str) -> str:
     """A key's meaning: its task family's own ("squad/strict"), else the key's, else (mesh.data)
     its parent's."""
-    family = f"{config.get('family', '')}/{key}"
+    family = f"{config.get('task_family', '')}/{key}"
     return docs.get(family) or docs.get(key) or docs.get(key.split(".")[0], "")
 
 

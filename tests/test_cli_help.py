@@ -141,7 +141,7 @@ def test_each_field_gets_its_own_meaning(helps):
 
     for name in ("pretrain", "finetune"):
         assert "microbatches" in line(name, "grad_accum_steps")
-    assert "glue | squad | ner | swag" in line("finetune", "family")
+    assert "glue | squad | ner | swag" in line("finetune", "task_family")
     assert "the checkpoint's setting" in line("finetune", "do_lower_case")
     assert "sequences per evaluation batch" in line("finetune", "eval_batch_size")
     assert "strict mode" in helps["finetune"][1].split("ner.py adds:")[1].split("\n\n")[0]

@@ -259,7 +259,7 @@ def _check_finetune(family: str, d: pathlib.Path, tmp: pathlib.Path) -> None:
         vocab = T5Vocab.for_model(d / "spiece.model", model.config.vocab_size)
         assert [vocab.decode(ids) for ids in gen.tolist()] == [r["output"] for r in rows]
         return
-    if cfg.family == "glue":
+    if cfg.task_family == "glue":
         assert model.config.id2label == {0: "0", 1: "1"}
         lines = (FIX / "glue" / "sst2" / "dev.tsv").read_text().splitlines()[1:]
         ours = (work / "dev_predictions.tsv").read_text().splitlines()[1:]

@@ -6,6 +6,7 @@ path), not a ZeroDivisionError, UnicodeDecodeError or KeyError."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -123,3 +124,56 @@ def test_finetune_max_seq_length_beyond_the_checkpoints_positions(tmp_path, mini
         match=r"^max_seq_length 1000 exceeds the checkpoint's max_position_embeddings 512$",
     ):
         runner.finetune(cfg, tmp_path / "w")
+
+
+def test_old_family_key_is_one_line_naming_task_family(tmp_path):
+    """The fine-tuning key `family` is now `task_family`: a config that still sets it (a user's
+    own file, `--config.family=glue`) is refused before anything is loaded or written."""
+    import subprocess
+    import sys
+
+    from bert_jax.runs import finetune as runner
+    from bert_jax.train.config import finetune_config
+
+    message = "config family: renamed task_family (glue, squad, ner, swag)"
+    cfg = finetune_config("glue")
+    cfg.update(dict(task="mrpc", data_dir=str(tmp_path / "no-data"),
+                    init_checkpoint=str(tmp_path / "no-weights")))  # fmt: skip
+    cfg.family = "glue"  # as an old config file sets it
+    with pytest.raises(BertJaxError, match=rf"^{re.escape(message)}$"):
+        runner.finetune(cfg, tmp_path / "w")
+    assert not (tmp_path / "w").exists()
+
+    cmd = [sys.executable, "-m", "bert_jax.cli", "finetune", "--config=glue.py:mrpc",
+           f"--workdir={tmp_path / 'w'}", "--config.family=glue"]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and not (tmp_path / "w").exists()
+    flag_line = "bert-jax: error: --config.family: renamed task_family (glue, squad, ner, swag)"
+    assert proc.stderr.strip().splitlines() == [flag_line]
+
+
+def test_saved_config_of_an_old_run_still_gives_its_task_family(tmp_path):
+    """A fine-tuning workdir written before the rename has "family": "ner" in its config.json:
+    its head and labels are read as from a new one's "task_family"; a pretraining run's
+    "family" (its model family) is no task family."""
+    import numpy as np
+
+    from bert_jax.checkpoint import read_workdir_config
+    from bert_jax.config import BertConfig
+    from bert_jax.interop.task_heads import task_head
+    from bert_jax.runs.export import task_labels
+    from bert_jax.tasks import ner
+    from bert_jax.train.config import saved_task_family
+
+    (tmp_path / "config.json").write_text(json.dumps({"family": "ner", "learning_rate": 5e-5}))
+    old = read_workdir_config(tmp_path)
+    new = {"task_family": "ner", "learning_rate": 5e-5}
+    assert saved_task_family(old) == saved_task_family(new) == "ner"
+    assert saved_task_family({"family": "bert"}) is None  # a pretraining run's model family
+    labels = tuple(ner.LABELS)
+    params = {"classifier": {"kernel": np.zeros((8, len(labels))), "bias": np.zeros(len(labels))}}
+    heads = [task_head(run, params, BertConfig(), labels=labels) for run in (old, new)]
+    assert [h.arch for h in heads] == ["BertForTokenClassification"] * 2
+    assert heads[0].config == heads[1].config and heads[0].config["num_labels"] == len(labels)
+    assert task_labels(old) == task_labels(new) == (labels, None)
+    assert task_head({"family": "bert"}, params, BertConfig()) is None

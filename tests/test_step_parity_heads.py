@@ -82,7 +82,7 @@ ZERO_TOL = 1e-2
 @dataclasses.dataclass(frozen=True)
 class Case:
     make: Callable[[Any], Any]  # BertConfig -> our task
-    run_family: str  # the fine-tuning config family task_head reads ("glue", "ner", ...)
+    run_family: str  # the fine-tuning task_family task_head reads ("glue", "ner", ...)
     hf_class: str
     labels: tuple[str, ...] = ()  # id2label: sets transformers' num_labels
 
@@ -142,7 +142,8 @@ def _to_hf(case: str, config: Any) -> Callable[[dict], dict[str, np.ndarray]]:
     c = CASES[case]
 
     def to_hf(tree: dict) -> dict[str, np.ndarray]:
-        head = task_head({"family": c.run_family}, jax.device_get(tree), config, labels=c.labels)
+        run = {"task_family": c.run_family}
+        head = task_head(run, jax.device_get(tree), config, labels=c.labels)
         return hf_tensors(config, tree, task=head)
 
     return to_hf
@@ -168,7 +169,7 @@ def _hf(case: str, train_pad_row: bool = True) -> torch.nn.Module:
     so that the [PAD] row gets its gradient as in the reference."""
     task, _, params = _task(case)
     config, c = task.bert_config, CASES[case]
-    head = task_head({"family": c.run_family}, jax.device_get(params), config, labels=c.labels)
+    head = task_head({"task_family": c.run_family}, jax.device_get(params), config, labels=c.labels)
     model = hf_model(config, params, getattr(transformers, c.hf_class), task=head)
     embeddings = model.bert.embeddings.word_embeddings
     assert embeddings.padding_idx == 0  # transformers' default (pad_token_id)

@@ -22,6 +22,7 @@ from bert_jax.interop.hf import _open_weights
 from bert_jax.interop.task_heads import TaskHead
 from bert_jax.interop.workdir_params import restore_workdir_params
 from bert_jax.model.xlnet.config import XLNetConfig
+from bert_jax.train.config import saved_task_family
 
 _ATTN = ("q", "k", "v", "o", "r", "r_w_bias", "r_r_bias", "r_s_bias", "seg_embed")
 # Fine-tuning heads of HF's task classes: HF name -> our path (torch Linear weights transposed).
@@ -154,7 +155,7 @@ def export_xlnet(
     return out
 
 
-# Fine-tuning config family -> (transformers class, HEADS entries it holds).
+# Fine-tuning task family -> (transformers class, HEADS entries it holds).
 _TASK_CLASSES = {
     "glue": ("XLNetForSequenceClassification", ("sequence_summary.summary", "logits_proj")),
     "ner": ("XLNetForTokenClassification", ("classifier",)),
@@ -167,7 +168,7 @@ def xlnet_task_head(
 ) -> TaskHead | None:
     """The head of a fine-tuned XLNet workdir (`run`: its config.json) as transformers' class
     (None: not a fine-tuning run); `labels` name the outputs (id2label)."""
-    family = run.get("family")
+    family = saved_task_family(run)
     if family is None:
         return None
     if family not in _TASK_CLASSES:

@@ -16,8 +16,9 @@ import numpy as np
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
 from bert_jax.model.families import FAMILIES
+from bert_jax.train.config import saved_task_family
 
-# Fine-tuning config family -> (transformers class suffix, our head's parameter name, uses pooler)
+# Fine-tuning task family -> (transformers class suffix, our head's parameter name, uses pooler)
 _HEADS = {
     "glue": ("ForSequenceClassification", "classifier", True),
     "ner": ("ForTokenClassification", "classifier", False),
@@ -49,7 +50,7 @@ def task_head(
     """The head of a fine-tuned model (`run` is its workdir's config.json), or None when the run
     was not fine-tuning. `params` are unboxed, looped, without the outer {"params": ...};
     `labels` name the head's outputs (id2label), `problem_type` is transformers' field."""
-    family = run.get("family")
+    family = saved_task_family(run)
     if family not in _HEADS:
         return None
     suffix, name, uses_pooler = _HEADS[family]

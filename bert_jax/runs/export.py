@@ -17,6 +17,7 @@ from bert_jax.interop.pretrained import Pretrained
 from bert_jax.interop.task_heads import TaskHead, task_head
 from bert_jax.tasks import glue, ner
 from bert_jax.tokenization.directory import tokenizer_file_in
+from bert_jax.train.config import saved_task_family
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,12 +39,13 @@ def _init_vocab_and_case(init: str) -> tuple[epath.Path | None, bool | None]:
 
 def task_labels(run: dict) -> tuple[tuple[str, ...], str | None]:
     """(label names in the head's output order, transformers' problem_type) of a fine-tuning run."""
-    if run.get("family") == "glue":
+    family = saved_task_family(run)
+    if family == "glue":
         spec = glue.get_spec(run.get("task", ""))
         if spec.is_regression:
             return ("score",), "regression"
         return tuple(spec.labels), "single_label_classification"
-    if run.get("family") == "ner":
+    if family == "ner":
         return tuple(ner.LABELS), None
     return (), None
 

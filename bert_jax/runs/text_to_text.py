@@ -105,7 +105,7 @@ def encode(vocab: T5Vocab, texts: list[str], length: int) -> np.ndarray:
 class _Data:
     def __init__(self, cfg) -> None:
         self.cfg = cfg
-        if cfg.family == "glue":
+        if cfg.task_family == "glue":
             self.spec = glue.get_spec(cfg.task)
             if cfg.get("use_tfds", False):
                 raise BertJaxError("text-to-text: use_tfds is not built; give data_dir")
@@ -116,7 +116,7 @@ class _Data:
             self.dev_inputs = [glue_text(self.spec, e) for e in dev]
             self.dev_targets = [glue_target(self.spec, e.label) for e in dev]
             self.dev_labels = np.asarray([self._label(e.label) for e in dev])
-        elif cfg.family == "squad":
+        elif cfg.task_family == "squad":
             self.v2 = cfg.version == "v2.0"
             train = squad_items(os.path.join(cfg.data_dir, cfg.train_file))
             self.dev_path = os.path.join(cfg.data_dir, cfg.predict_file)
@@ -127,8 +127,8 @@ class _Data:
             self.dev_targets = [a for _, _, a, _ in dev]
         else:
             raise BertJaxError(
-                f"config family {cfg.family!r}: text-to-text fine-tuning is built for glue and "
-                "squad (the checkpoint is an encoder-decoder)"
+                f"config task_family {cfg.task_family!r}: text-to-text fine-tuning is built for "
+                "glue and squad (the checkpoint is an encoder-decoder)"
             )
 
     def _label(self, label: str | float) -> float:
@@ -139,7 +139,7 @@ class _Data:
         rows = [{"input": i, "output": o, "target": t} for i, o, t in triples]
         write_text_atomic(os.path.join(out_dir, "dev_predictions.jsonl"),
                           "".join(json.dumps(r) + "\n" for r in rows))  # fmt: skip
-        if self.cfg.family == "glue":
+        if self.cfg.task_family == "glue":
             preds = np.asarray([glue_prediction(self.spec, o) for o in outputs])
             labels = self.dev_labels
             if not self.spec.is_regression:

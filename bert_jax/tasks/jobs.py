@@ -219,8 +219,8 @@ JOBS = {"glue": GlueJob, "squad": SquadJob, "ner": NerJob, "swag": SwagJob}
 
 
 def make_job(cfg, do_lower_case: bool = True):
-    if cfg.family not in JOBS:
-        raise BertJaxError(f"config family {cfg.family!r}: use one of {sorted(JOBS)}")
-    job = JOBS[cfg.family](cfg)
+    if cfg.task_family not in JOBS:
+        raise BertJaxError(f"config task_family {cfg.task_family!r}: use one of {sorted(JOBS)}")
+    job = JOBS[cfg.task_family](cfg)
     job._lower = do_lower_case
     return job

@@ -5,7 +5,7 @@ another task, so they share the keys of `training_config()` and add their own.
                                 bert_jax.train.loop), with neutral defaults
     pretrain_config(preset)     + the pretraining keys, the paper's phase-1 defaults
                                 (bert_jax/configs/pretrain*.py start from it)
-    finetune_config(family)     + the fine-tuning keys, run_classifier.py's defaults
+    finetune_config(task_family)  + the fine-tuning keys, run_classifier.py's defaults
                                 (bert_jax/configs/{glue,squad,ner,swag}.py start from it)
 
 A config file changes only what its recipe changes; the config handed to `bert_jax.train.train`
@@ -13,6 +13,8 @@ is this dict itself (fine-tuning fills in train_steps and warmup_steps per run).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import ml_collections
 
@@ -112,17 +114,17 @@ def pretrain_config(preset: str = "base") -> ml_collections.ConfigDict:
     return c
 
 
-def finetune_config(family: str) -> ml_collections.ConfigDict:
+def finetune_config(task_family: str) -> ml_collections.ConfigDict:
     """Fine-tuning defaults (run_classifier.py; AdamW + linear decay as in the paper's A.3;
     optimizer="adam_reference", schedule="reference" reproduce the TF code exactly)."""
     c = training_config()
-    c.family = family  # glue | squad | ner | swag
+    c.task_family = task_family  # glue | squad | ner | swag
     # Checkpoint and vocab: init_checkpoint is required; init_checkpoint_step picks a bert-jax
     # workdir's checkpoint (0 = the latest); vocab_file "" = the checkpoint's
     # vocab.txt; do_lower_case None = the checkpoint's setting, or True if it has none.
     c.do_lower_case = ml_collections.FieldReference(None, field_type=bool)
     c.init_checkpoint_step = 0
-    c.data_dir = ""  # the task's data files (see the family's config file)
+    c.data_dir = ""  # the task's data files (see the task family's config file)
     # One run: train_steps = int(train examples / train_batch_size * num_train_epochs) and
     # warmup_steps = train_steps * warmup_proportion are filled in by bert_jax.runs.finetune.
     c.train_batch_size = 32  # sequences per training step over all devices
@@ -155,9 +157,11 @@ def finetune_config(family: str) -> ml_collections.ConfigDict:
     # An encoder-decoder init_checkpoint (T5) fine-tunes text-to-text (bert_jax.tasks.
     # text_to_text): targets and greedy decoding are cut at this many tokens.
     c.max_target_length = 16
-    if family not in _FAMILY_KEYS:
-        raise ValueError(f"fine-tuning family {family!r}: use one of {sorted(_FAMILY_KEYS)}")
-    c.update(_FAMILY_KEYS[family])
+    if task_family not in _FAMILY_KEYS:
+        raise ValueError(
+            f"fine-tuning task_family {task_family!r}: use one of {sorted(_FAMILY_KEYS)}"
+        )
+    c.update(_FAMILY_KEYS[task_family])
     return c
 
 
@@ -201,3 +205,27 @@ _FAMILY_KEYS: dict[str, dict] = {
         "dev_file": "val.csv",  # the dev CSV in data_dir, scored with accuracy
     },
 }
+
+TASK_FAMILIES = tuple(_FAMILY_KEYS)  # glue, squad, ner, swag
+
+# Fine-tuning keys that were renamed (old -> new). A config that still sets an old one (a user's
+# own config file, `--config.family=glue`) is refused naming the new key, never silently ignored.
+RENAMED_KEYS = {"family": "task_family"}
+
+
+def renamed_key_message(old: str, where: str = "") -> str:
+    """The one line that refuses the renamed fine-tuning key `old` (`where`: how it was given,
+    e.g. the flag "--config.family"; default "config family")."""
+    new = RENAMED_KEYS[old]
+    values = f" ({', '.join(TASK_FAMILIES)})" if new == "task_family" else ""
+    return f"{where or f'config {old}'}: renamed {new}{values}"
+
+
+def saved_task_family(run: Any) -> str | None:
+    """The task family of a saved run config (a workdir's config.json): its "task_family", or the
+    "family" that fine-tuning runs wrote before the rename (a pretraining run's "family" is its
+    model family, not a task family: None)."""
+    if run.get("task_family"):
+        return run["task_family"]
+    old = run.get("family")
+    return old if old in TASK_FAMILIES else None

@@ -9,6 +9,7 @@ import math
 from typing import Any
 
 from bert_jax.errors import BertJaxError
+from bert_jax.train.config import RENAMED_KEYS, TASK_FAMILIES, renamed_key_message
 
 
 def _number(config: Any, key: str) -> float | None:
@@ -56,9 +57,20 @@ def check_training_config(config: Any) -> None:
                 raise BertJaxError(f"config.mesh.{axis}={size}: must be >= 1, or -1 for the rest")
 
 
+def check_renamed_keys(cfg: Any) -> None:
+    """Refuse a fine-tuning config that still sets a renamed key, naming the new one: `family`
+    set to a task family, or beside `task_family` (a pretraining config's `family` is its model
+    family, not an old fine-tuning key)."""
+    for old, new in RENAMED_KEYS.items():
+        if old in cfg and (new in cfg or cfg[old] in TASK_FAMILIES):
+            raise BertJaxError(renamed_key_message(old))
+
+
 def check_finetune_config(cfg: Any) -> None:
     """Fine-tuning's own up-front checks, before the tokenizer, weights or data are loaded:
-    every (learning rate, epochs, batch size) it would run must train on something."""
+    every (learning rate, epochs, batch size) it would run must train on something, and no key
+    is one that was renamed (`family` -> `task_family`), which would otherwise be ignored."""
+    check_renamed_keys(cfg)
     if cfg.get("sweep"):
         lrs, epochs, batches = cfg.sweep_learning_rates, cfg.sweep_epochs, cfg.sweep_batch_sizes
         keys = ("sweep_learning_rates", "sweep_epochs", "sweep_batch_sizes")

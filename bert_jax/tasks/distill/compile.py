@@ -35,13 +35,13 @@ from bert_jax.train import build_trainer, flops, make_mesh
 
 def _num_outputs(config: Any) -> int:
     return {"glue": lambda: get_spec(config.task).num_labels, "ner": lambda: 9,
-            "squad": lambda: 2}[config.family]()  # fmt: skip
+            "squad": lambda: 2}[config.task_family]()  # fmt: skip
 
 
 def _teacher(config: Any) -> Teacher:
     bert = preset(config.aot_teacher_model).replace(dtype=config.dtype)
-    return Teacher(bert, {}, config.family, _num_outputs(config), epath.Path("vocab.txt"), True,
-                   f"preset {config.aot_teacher_model}")  # fmt: skip
+    return Teacher(bert, {}, config.task_family, _num_outputs(config), epath.Path("vocab.txt"),
+                   True, f"preset {config.aot_teacher_model}")  # fmt: skip
 
 
 def compile_labelling(config: Any, tpu: TpuSlice) -> tuple[CompileReport, int]:
@@ -77,7 +77,7 @@ def compile_online_student(config: Any, tpu: TpuSlice) -> tuple[CompileReport, A
     run.train_steps = max(1, run.get("train_steps") or 1000)
     run.warmup_steps = int(run.train_steps * run.warmup_proportion)
     student = preset(config.aot_student_model).replace(dtype=config.dtype)
-    job = JOBS[config.family](config)
+    job = JOBS[config.task_family](config)
     base = job.train_task(student, config.train_batch_size)
     d = config.distill
     task = DistillTask(base, d.loss, float(d.temperature), float(d.alpha), _teacher(config))

@@ -33,6 +33,7 @@ from bert_jax.tasks.distill import cache, transfer
 from bert_jax.tasks.distill.teacher import Teacher, load_teacher, vocab_fingerprint
 from bert_jax.tasks.glue import get_spec
 from bert_jax.tasks.jobs import make_job
+from bert_jax.train.validate import check_renamed_keys
 
 
 class TeacherPredictor:
@@ -97,6 +98,7 @@ def label(
 ) -> dict:
     """Label and write this worker's shards; returns stats.json's content once every shard of
     the cache exists (else {"shards_written": ..., "shards_missing": ...})."""
+    check_renamed_keys(cfg)  # an old config's `family` is refused naming task_family
     if examples_per_shard < 1:
         raise BertJaxError(f"--examples_per_shard={examples_per_shard}: must be >= 1")
     if not 0 <= worker_index < num_workers:
@@ -105,7 +107,7 @@ def label(
         raise BertJaxError(f"--pairing={pairing!r}: use one of {', '.join(transfer.PAIRINGS)}")
     t = load_teacher(teacher, cfg, teacher_step)  # every check before any data is read
     t = dataclasses.replace(t, config=t.config.replace(dtype=cfg.dtype))  # compute dtype
-    regression = cfg.family == "glue" and get_spec(cfg.task).is_regression
+    regression = cfg.task_family == "glue" and get_spec(cfg.task).is_regression
     tokenizer = t.tokenizer(cfg.get("do_lower_case"))
     job = make_job(cfg, do_lower_case=tokenizer.do_lower_case)
     job.load(tokenizer)  # the task's own training rows, featurised as fine-tuning does
@@ -117,7 +119,7 @@ def label(
     plan = {
         "teacher": t.source,
         "teacher_step": teacher_step,
-        "task_family": cfg.family,
+        "task_family": cfg.task_family,
         "task": cfg.get("task", ""),
         "data_dir": cfg.data_dir,
         "input_file": input_file,
@@ -131,7 +133,7 @@ def label(
     out = epath.Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     _check_plan(out, plan)
-    feats = cache.schema(cfg.family, cfg.max_seq_length, t.num_outputs, regression)
+    feats = cache.schema(cfg.task_family, cfg.max_seq_length, t.num_outputs, regression)
     predictor = None
     written = 0
     for i in range(worker_index, num_shards, num_workers):

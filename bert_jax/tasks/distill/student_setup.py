@@ -48,26 +48,26 @@ class Distillation:
                                "or the teacher to run online)")  # fmt: skip
         if cfg.get("feature_based"):
             raise BertJaxError("config distill: not with feature_based (frozen features)")
-        losses.check_loss(d.loss, cfg.family == "glue" and get_spec(cfg.task).is_regression)
+        losses.check_loss(d.loss, cfg.task_family == "glue" and get_spec(cfg.task).is_regression)
         mine = vocab_fingerprint(student_vocab) if student_vocab else ""
         if d.teacher:
             teacher = load_teacher(d.teacher, cfg)
             if vocab_fingerprint(teacher.vocab_file) != mine:
                 raise _refuse_other_tokenization(f"{teacher.vocab_file} vs {student_vocab}",
-                                                 cfg.family)  # fmt: skip
+                                                 cfg.task_family)  # fmt: skip
             return cls(cfg, teacher, None)
         stats = cache.read_stats(d.data)
         where = f"config distill.data={d.data}"
-        for key, want in (("task_family", cfg.family), ("max_seq_length", cfg.max_seq_length)):
+        for key, want in (("task_family", cfg.task_family), ("max_seq_length", cfg.max_seq_length)):
             if stats.get(key) != want:
                 raise BertJaxError(f"{where}: labelled for {key}={stats.get(key)!r}, the config "
                                    f"has {want!r} (task mismatch)")  # fmt: skip
-        if cfg.family == "glue" and stats.get("task") != cfg.task:
+        if cfg.task_family == "glue" and stats.get("task") != cfg.task:
             raise BertJaxError(f"{where}: labelled for {stats.get('task')}, the config is "
                                f"{cfg.task} (task mismatch)")  # fmt: skip
         if stats.get("teacher_vocab_sha256") != mine:
             raise _refuse_other_tokenization(f"{stats.get('teacher')} vs {student_vocab}",
-                                             cfg.family)  # fmt: skip
+                                             cfg.task_family)  # fmt: skip
         if stats.get("do_lower_case") not in (None, tokenizer.do_lower_case):
             raise BertJaxError(f"{where}: the teacher's rows are do_lower_case="
                                f"{stats['do_lower_case']}, the student's tokenizer is "

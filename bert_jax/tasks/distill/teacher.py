@@ -22,6 +22,7 @@ from bert_jax.interop import load_pretrained
 from bert_jax.interop.hf import _open_weights
 from bert_jax.tasks import glue, ner, train_tasks
 from bert_jax.tokenization.directory import LOOKED_FOR, open_tokenizer, tokenizer_file_in
+from bert_jax.train.config import saved_task_family
 
 # transformers class suffix -> the fine-tuning task family whose head it is
 _HF_HEADS = {
@@ -75,10 +76,10 @@ def _outputs_of(params: dict, name: str, where: str) -> int:
 
 def _from_workdir(path: epath.Path, step: int | None) -> Teacher:
     run = read_workdir_config(path)
-    family = run.get("family")
+    family = saved_task_family(run)
     if family not in DISTILLABLE:
         raise BertJaxError(
-            f"{path}: not a fine-tuned model (its config.json has family={family!r}); a "
+            f"{path}: not a fine-tuned model (its config.json has task_family={family!r}); a "
             f"teacher needs a task head: fine-tune it on {'/'.join(DISTILLABLE)} first"
         )
     if run.get("feature_based") or run.get("bilstm_size"):
@@ -181,9 +182,9 @@ def load_teacher(path: str, cfg, step: int | None = None) -> Teacher:
             f"(e.g. {path}/runs/<point>/seed<s>)"
         )
     teacher = _from_workdir(p, step) if (p / "checkpoints").is_dir() else _from_hf(p)
-    family = cfg.family
+    family = cfg.task_family
     if family not in DISTILLABLE:
-        raise BertJaxError(f"config family {family!r}: distillation covers {DISTILLABLE}")
+        raise BertJaxError(f"config task_family {family!r}: distillation covers {DISTILLABLE}")
     if teacher.task_family != family:
         raise BertJaxError(
             f"{path}: the teacher's head is for {teacher.task_family}, the config is {family} "

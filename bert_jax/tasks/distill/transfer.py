@@ -78,7 +78,7 @@ def featurize(
     if pairing not in PAIRINGS:
         raise BertJaxError(f"--pairing={pairing!r}: use one of {', '.join(PAIRINGS)}")
     L = cfg.max_seq_length
-    if cfg.family == "squad":
+    if cfg.task_family == "squad":
         examples = []
         for source in resolve_inputs(input_file):
             if source.kind != "file":
@@ -89,7 +89,7 @@ def featurize(
         arrays, _ = squad.featurize(examples, tokenizer, L, cfg.doc_stride, cfg.max_query_length)
         return arrays, len(examples)
     docs = read_documents(input_file)
-    if cfg.family == "ner":
+    if cfg.task_family == "ner":
         sents = [ner.Sentence(tuple(s.split()), ("O",) * len(s.split()))
                  for d in docs for s in d if s.split()]  # fmt: skip
         sents = sents[:limit] if limit else sents
@@ -106,7 +106,7 @@ def training_rows(
 ) -> tuple[dict[str, np.ndarray], dict[str, int]]:
     """The task's training rows (`job` loaded with `tokenizer`; has_label 1), then the transfer
     rows (has_label 0), and their counts {"task", "transfer", "total"}."""
-    keys = (*INPUT_KEYS, *LABEL_KEYS[cfg.family])
+    keys = (*INPUT_KEYS, *LABEL_KEYS[cfg.task_family])
     parts = [{k: job.train[k] for k in keys}]
     counts = {"task": len(parts[0]["input_ids"]), "transfer": 0}
     parts[0]["has_label"] = np.ones(counts["task"], np.int32)
