@@ -159,7 +159,8 @@ def test_rerun_with_another_config_is_refused_and_config_json_kept(tmp_path):
 def test_reference_adam_matches_the_reference_formula():
     """google-research/bert optimization.py: m, v without bias correction, eps outside the sqrt,
     decoupled decay except LayerNorm/bias, clip by global norm 1.0, lr = warmup/poly decay."""
-    config = _config(optimizer="adam_reference", learning_rate=0.1, train_steps=10, warmup_steps=2)
+    config = _config(optimizer="adam_reference", learning_rate=0.1, train_steps=10, warmup_steps=2,
+                     schedule="reference")  # fmt: skip
     tx, _ = make_optimizer(config)
     rs = np.random.RandomState(0)
     params = {"dense": {"kernel": rs.randn(3, 4), "bias": rs.randn(4)},

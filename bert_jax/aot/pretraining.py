@@ -65,7 +65,7 @@ def suggestions(config: Any, trainer: Any) -> list[str]:
     out = []
     mesh = trainer.mesh.shape
     batch = next(iter(trainer.task.init_inputs().values())).shape[0]
-    accum = int(config.get("grad_accum_steps", 1))
+    accum = trainer.grad_accum_steps
     micro = batch // (mesh["data"] * mesh["fsdp"]) // accum  # sequences per device per microbatch
     if micro > 1:
         out.append(

@@ -27,7 +27,7 @@ from bert_jax.interop import graft_encoder, load_pretrained
 from bert_jax.pretraining.task import bert_config_from, pretraining_task
 from bert_jax.tokenization.byte_bpe import file_set_of, is_byte_bpe_file
 from bert_jax.train.loop import TrainResult, maybe_initialize_distributed, train
-from bert_jax.train.validate import check_training_config
+from bert_jax.train.settings import train_settings
 
 
 def _init_params_fn(path: str, bert_config: BertConfig) -> Callable[[Any], Any]:
@@ -61,10 +61,10 @@ def _pretrain(config: Any, workdir: str, batches: Any = None) -> TrainResult:
         from bert_jax.runs.seq2seq_pretrain import run_seq2seq_pretraining
 
         return run_seq2seq_pretraining(config, workdir, batches)
-    check_training_config(config)  # before the model, the vocab or the workdir
+    settings = train_settings(config)  # checked before the model, the vocab or the workdir
     config = with_shard_geometry(config)  # max_seq_length etc. left unset: the shards'
     check_shard_geometry(config)  # the shards' max_seq_length etc. (their stats.json)
-    maybe_initialize_distributed(config)
+    maybe_initialize_distributed(settings)
     if config.get("teacher"):  # distillation: the student is derived from the teacher
         from bert_jax.pretraining.distillation import distillation_task
 
@@ -97,6 +97,7 @@ def _pretrain(config: Any, workdir: str, batches: Any = None) -> TrainResult:
         init_params=init,
         batches=batches,
         preflight=check_trainer_fits,
+        settings=settings,
     )
     if config.get("export_hf_dir") and not result.preempted:
         # A collective: every process takes part, so sharded weights spanning hosts are whole.

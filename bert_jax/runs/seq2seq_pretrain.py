@@ -15,14 +15,14 @@ from bert_jax.aot.pretraining import check_trainer_fits
 from bert_jax.errors import BertJaxError
 from bert_jax.pretraining.seq2seq import seq2seq_pretraining_task
 from bert_jax.train.loop import TrainResult, maybe_initialize_distributed, train
-from bert_jax.train.validate import check_training_config
+from bert_jax.train.settings import train_settings
 
 
 def run_seq2seq_pretraining(config: Any, workdir: str, batches: Any = None) -> TrainResult:
-    check_training_config(config)
+    settings = train_settings(config)
     if config.get("init_checkpoint"):
         raise BertJaxError("config.init_checkpoint: not supported for seq2seq pretraining yet")
-    maybe_initialize_distributed(config)
+    maybe_initialize_distributed(settings)
     task = seq2seq_pretraining_task(config)
     wd = epath.Path(workdir)
     spm = wd / "spiece.model"  # transformers' file name; the workdir is self-contained
@@ -31,4 +31,4 @@ def run_seq2seq_pretraining(config: Any, workdir: str, batches: Any = None) -> T
         epath.Path(config.spm_model).copy(spm)
     record = {"seq2seq": task.config.to_dict(), "spm_model": str(spm)}
     return train(config, task, workdir, workdir_config=record, batches=batches,
-                 preflight=check_trainer_fits)  # fmt: skip
+                 preflight=check_trainer_fits, settings=settings)  # fmt: skip

@@ -36,8 +36,8 @@ from bert_jax.errors import BertJaxError
 from bert_jax.train import mesh as mesh_lib
 from bert_jax.train.lock import WorkdirLock
 from bert_jax.train.peak import PeakTracker
+from bert_jax.train.settings import TrainSettings, train_settings
 from bert_jax.train.trainer import Trainer, TrainState, build_trainer
-from bert_jax.train.validate import check_training_config
 from bert_jax.train.workdir import check_resume, config_record, write_config
 from bert_jax.train.writers import Console, MetricsWriter, now
 
@@ -62,10 +62,10 @@ class TrainResult:
             )
 
 
-def maybe_initialize_distributed(config: Any) -> None:
+def maybe_initialize_distributed(config: Any) -> None:  # a config or its TrainSettings
     """`config.distributed`: False (single process), True/'auto' (TPU pods: addresses from the
     environment), or a dict with coordinator_address, num_processes, process_id."""
-    dist = config.get("distributed", False)
+    dist = train_settings(config).distributed
     if not dist:
         return
     if jax.distributed.is_initialized():
@@ -153,17 +153,22 @@ def train(
     batches: Iterator | None = None,
     mesh: jax.sharding.Mesh | None = None,
     preflight: Callable[[Trainer, Any], Any] | None = None,
+    settings: TrainSettings | None = None,
 ) -> TrainResult:
-    check_training_config(config)  # before the workdir is touched
+    """Train `task` into `workdir` (resuming from its checkpoints); `settings` is `config`'s
+    TrainSettings when the caller has already read them (else they are read here)."""
+    settings = settings or train_settings(config)  # checked before the workdir is touched
     workdir = epath.Path(workdir)
     with WorkdirLock(workdir):  # a second run on this workdir is refused, not interleaved
         return _train_locked(
-            config, task, workdir, workdir_config, init_params, batches, mesh, preflight
-        )
+            config, settings, task, workdir, workdir_config, init_params, batches, mesh,
+            preflight,
+        )  # fmt: skip
 
 
 def _train_locked(
     config: Any,
+    settings: TrainSettings,
     task: Any,
     workdir: epath.Path,
     workdir_config: dict | None,
@@ -174,10 +179,10 @@ def _train_locked(
 ) -> TrainResult:
     ckpt = Checkpointer(
         workdir / "checkpoints",
-        save_every=int(config.get("checkpoint_every_steps", 1000)),
-        keep=int(config.get("keep_checkpoints", 3)),
-        keep_every=int(config.get("keep_checkpoint_every_steps", 0)),
-        async_save=bool(config.get("async_checkpoints", True)),
+        save_every=settings.checkpoint_every_steps,
+        keep=settings.keep_checkpoints,
+        keep_every=settings.keep_checkpoint_every_steps,
+        async_save=settings.async_checkpoints,
     )
     writer = None
     try:
@@ -186,11 +191,11 @@ def _train_locked(
         if resume_step is not None:  # before config.json is rewritten: it must describe the ckpt
             check_resume(workdir, record)
         write_config(workdir, record)
-        mesh = mesh or mesh_lib.make_mesh(config.mesh)
-        trainer = build_trainer(config, task, mesh)
+        mesh = mesh or mesh_lib.make_mesh(settings.mesh)
+        trainer = build_trainer(settings, task, mesh)
         if preflight is not None:  # e.g. the TPU fit check: an out-of-memory step fails before data
             preflight(trainer, config)
-        console = Console(int(config.train_steps))
+        console = Console(settings.train_steps)
         it = batches if batches is not None else task.train_input(trainer)
         if resume_step is not None:
             state, input_state = ckpt.restore(trainer.abstract_state())
@@ -203,7 +208,7 @@ def _train_locked(
         else:
             state = trainer.init_state(init_params)
         writer = MetricsWriter(workdir, resume_step=resume_step)
-        return _run(config, task, trainer, state, it, ckpt, writer, console)
+        return _run(settings, task, trainer, state, it, ckpt, writer, console)
     finally:
         ckpt.close()
         if writer is not None:
@@ -211,7 +216,7 @@ def _train_locked(
 
 
 def _run(
-    config: Any,
+    settings: TrainSettings,
     task: Any,
     trainer: Trainer,
     state: TrainState,
@@ -220,18 +225,18 @@ def _run(
     writer: MetricsWriter,
     console: Console,
 ) -> TrainResult:
-    """Steps from `state` to config.train_steps: log, evaluate, checkpoint, stop on SIGTERM."""
+    """Steps from `state` to train_steps: log, evaluate, checkpoint, stop on SIGTERM."""
     mesh = trainer.mesh
-    total = int(config.train_steps)
+    total = settings.train_steps
     get_input_state = getattr(it, "get_state", lambda: None)
     keys = list(trainer.batch_shardings)
     tokens = _tokens_per_step(trainer)
     seqs = next(iter(trainer.task.init_inputs().values())).shape[0]
     peak = PeakTracker(list(mesh.devices.flat))
     step_flops = trainer.flops_per_step
-    log_every = max(int(config.get("log_every_steps", 100)), 1)
-    eval_every = int(config.get("eval_every_steps", 0) or 0)
-    max_skips = int(config.get("max_nonfinite_steps", 10))
+    log_every = max(settings.log_every_steps, 1)
+    eval_every = settings.eval_every_steps
+    max_skips = settings.max_nonfinite_steps
     console.message(
         f"{total} steps, {seqs} sequences x {tokens // max(seqs, 1)} tokens per step, mesh "
         f"{dict(mesh.shape)}, {step_flops / 1e9:.2f} GFLOPs per step; MFU vs {peak.describe()}"

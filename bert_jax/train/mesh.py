@@ -59,12 +59,13 @@ def mesh_shape(sizes: Sequence[int], num_devices: int) -> tuple[int, ...]:
 
 
 def make_mesh(mesh_config: Any, devices: Sequence[jax.Device] | None = None) -> Mesh:
-    """`mesh_config` has .data, .fsdp, .tensor (ints, one may be -1)."""
+    """`mesh_config` maps data, fsdp and tensor to ints (one may be -1): a config's `mesh`
+    ConfigDict or a TrainSettings' dict."""
     devices = list(jax.devices() if devices is None else devices)
-    sizes = [mesh_config.data, mesh_config.fsdp, mesh_config.tensor]
+    sizes = [int(dict(mesh_config)[axis]) for axis in MESH_AXES]
     if -1 not in sizes and devices[0].platform == "cpu" and math.prod(sizes) < len(devices):
         devices = devices[: math.prod(sizes)]  # CPU runs may use some of the (fake) devices
-    shape = mesh_shape([mesh_config.data, mesh_config.fsdp, mesh_config.tensor], len(devices))
+    shape = mesh_shape(sizes, len(devices))
     if len(devices) == len(jax.devices()):
         return jax.make_mesh(shape, MESH_AXES, axis_types=(AxisType.Auto,) * 3, devices=devices)
     return Mesh(np.array(devices).reshape(shape), MESH_AXES, axis_types=(AxisType.Auto,) * 3)

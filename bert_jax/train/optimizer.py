@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import optax
 
 from bert_jax.errors import BertJaxError
+from bert_jax.train.settings import train_settings
 
 OPTIMIZERS = ("adamw", "adam_reference", "lamb")
 SCHEDULES = ("reference", "linear", "constant")
@@ -91,18 +92,13 @@ def scale_by_adam_no_bias_correction(
 
 
 def make_optimizer(config: Any) -> tuple[optax.GradientTransformation, optax.Schedule]:
-    """config: optimizer, learning_rate, train_steps, warmup_steps, schedule, weight_decay,
-    adam_b1, adam_b2, adam_eps, max_grad_norm."""
-    lr = learning_rate_schedule(
-        config.learning_rate,
-        config.train_steps,
-        config.warmup_steps,
-        config.get("schedule", "reference"),
-    )
-    wd = config.get("weight_decay", 0.01)
-    b1, b2 = config.get("adam_b1", 0.9), config.get("adam_b2", 0.999)
-    eps = config.get("adam_eps", 1e-6)
-    name = config.optimizer
+    """The optimizer and schedule of a config's (or TrainSettings') optimizer, learning_rate,
+    train_steps, warmup_steps, schedule, weight_decay, adam_b1/b2/eps, layerwise_lr_decay and
+    max_grad_norm."""
+    s = train_settings(config)
+    lr = learning_rate_schedule(s.learning_rate, s.train_steps, s.warmup_steps, s.schedule)
+    wd, b1, b2, eps = s.weight_decay, s.adam_b1, s.adam_b2, s.adam_eps
+    name = s.optimizer
     if name == "adamw":
         tx = optax.adamw(lr, b1=b1, b2=b2, eps=eps, weight_decay=wd, mask=decay_mask)
     elif name == "adam_reference":
@@ -123,12 +119,10 @@ def make_optimizer(config: Any) -> tuple[optax.GradientTransformation, optax.Sch
         )
     else:
         raise BertJaxError(f"optimizer {name!r}: use one of {OPTIMIZERS}")
-    layer_decay = config.get("layerwise_lr_decay", 1.0)
-    if layer_decay != 1.0:
-        tx = optax.chain(tx, scale_by_layer_depth(layer_decay))
-    clip = config.get("max_grad_norm", 1.0)
-    if clip:
-        tx = optax.chain(optax.clip_by_global_norm(clip), tx)
+    if s.layerwise_lr_decay != 1.0:
+        tx = optax.chain(tx, scale_by_layer_depth(s.layerwise_lr_decay))
+    if s.max_grad_norm:
+        tx = optax.chain(optax.clip_by_global_norm(s.max_grad_norm), tx)
     return tx, lr
 
 

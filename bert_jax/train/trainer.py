@@ -39,6 +39,7 @@ from bert_jax.model.layers import activation_rules
 from bert_jax.objectives.losses import DENOMINATORS
 from bert_jax.train import mesh as mesh_lib
 from bert_jax.train.optimizer import freeze_paths, make_optimizer
+from bert_jax.train.settings import train_settings
 from bert_jax.train.task import Batch, Task
 
 
@@ -272,23 +273,24 @@ def _place(x: Any, sharding: NamedSharding) -> jax.Array:
 
 
 def build_trainer(config: Any, task: Task, mesh: Mesh) -> Trainer:
-    """config: the ml_collections training config (see the module docstring for the keys)."""
-    tx, lr = make_optimizer(config)
+    """config: the training config or its TrainSettings (bert_jax.train.settings)."""
+    settings = train_settings(config)
+    tx, lr = make_optimizer(settings)
     # Weights a task runs but never trains (a distillation teacher): no update, no optimizer state.
     frozen = getattr(task, "frozen_paths", ())
     if frozen:
         tx = freeze_paths(tx, frozen)
-    accum = int(config.get("grad_accum_steps", 1))
+    accum = settings.grad_accum_steps
     b = next(iter(task.init_inputs().values())).shape[0]
     mesh_lib.check_batch(b, mesh, accum)
     return Trainer(
         task=task,
         mesh=mesh,
-        rules=mesh_lib.rules_from_config(config.get("logical_axis_rules", None)),
+        rules=settings.logical_axis_rules,
         tx=tx,
         lr_schedule=lr,
         grad_accum_steps=accum,
-        seed=int(config.seed),
+        seed=settings.seed,
     )
 
 

@@ -1,6 +1,7 @@
 """Up-front checks of a training config: a value that would train on nothing, train backwards or
 poison the weights is refused with one line naming the key, before any model is built or any
-file is written. `bert_jax.train.loop.train` calls `check_training_config` first.
+file is written. `bert_jax.train.settings.train_settings` (the typed view every run reads)
+calls `check_training_config` first.
 """
 
 from __future__ import annotations

@@ -1,0 +1,82 @@
+"""The typed view of a run's training keys: what the engine (the loop, the trainer, the
+optimizer, the AOT fit check) reads, each key typed and checked once, with its default taken
+from the one schema (`bert_jax.train.config.training_config`), never repeated at a read.
+
+    settings = train_settings(config)   # BertJaxError naming the key, before any work
+    settings.grad_accum_steps, settings.mesh, ...
+
+A config may be any mapping of keys (an ml_collections ConfigDict from a config file, a test's
+own dict); keys it lacks take the schema's value. The whole config (pretraining or fine-tuning
+keys included) is still what a workdir's config.json records.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from typing import Any
+
+from bert_jax.errors import BertJaxError
+from bert_jax.train.config import training_config
+from bert_jax.train.mesh import rules_from_config
+from bert_jax.train.validate import check_training_config
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainSettings:
+    optimizer: str
+    schedule: str
+    learning_rate: float
+    train_steps: int
+    warmup_steps: int
+    weight_decay: float
+    adam_b1: float
+    adam_b2: float
+    adam_eps: float
+    max_grad_norm: float
+    layerwise_lr_decay: float
+    grad_accum_steps: int
+    max_nonfinite_steps: int
+    seed: int
+    dtype: str
+    log_every_steps: int
+    eval_every_steps: int
+    checkpoint_every_steps: int
+    keep_checkpoints: int
+    keep_checkpoint_every_steps: int
+    async_checkpoints: bool
+    distributed: Any  # False, True, "auto" or jax.distributed.initialize's keywords
+    mesh: dict[str, int]
+    logical_axis_rules: tuple[tuple[str, Any], ...]
+
+
+_TYPES = typing.get_type_hints(TrainSettings)
+_CASTS = {int: int, float: float, str: str, bool: bool}
+
+
+def _typed(key: str, value: Any) -> Any:
+    cast = _CASTS.get(_TYPES[key])
+    if cast is None:
+        return value
+    if cast is bool and not isinstance(value, (bool, int)):
+        raise BertJaxError(f"config.{key}={value!r}: expected True or False")
+    try:
+        return cast(value)
+    except (TypeError, ValueError):
+        raise BertJaxError(f"config.{key}={value!r}: expected {cast.__name__}") from None
+
+
+def train_settings(config: Any) -> TrainSettings:
+    """The checked, typed training keys of `config` (a TrainSettings is returned as it is)."""
+    if isinstance(config, TrainSettings):
+        return config
+    check_training_config(config)
+    schema = training_config()
+    values = {}
+    for field in dataclasses.fields(TrainSettings):
+        key = field.name
+        value = config[key] if key in config and config[key] is not None else schema[key]
+        values[key] = _typed(key, value)
+    values["mesh"] = {axis: int(size) for axis, size in dict(values["mesh"]).items()}
+    values["logical_axis_rules"] = rules_from_config(values["logical_axis_rules"])
+    return TrainSettings(**values)
