@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from bert_jax.ablations import suite, tables
+from bert_jax.ablations.tables import table8
 from bert_jax.config import preset
 from bert_jax.errors import BertJaxError
 
@@ -131,8 +132,7 @@ def test_quick_run_of_every_table_is_complete_and_resumable(tmp_path, monkeypatc
     from bert_jax.train.lock import WorkdirLock
 
     scale = scale_for("cpu", quick=True)
-    mixes = {a.pretrain.mask_and_random_prob for a in tables.arms("8", scale.model, scale.steps, ())
-             if a.pretrain.steps}  # fmt: skip
+    mixes = {a.pretrain.mask_and_random_prob for a in table8.arms(scale) if a.pretrain.steps}
     # the paper writes MASK/SAME/RND: 80/0/20 replaces a fifth at random, 0/0/100 all of them
     assert mixes == {(0.8, 0.1), (1.0, 0.0), (0.8, 0.2), (0.8, 0.0), (0.0, 0.8), (0.0, 1.0)}
     messages: list[str] = []
@@ -147,7 +147,7 @@ def test_quick_run_of_every_table_is_complete_and_resumable(tmp_path, monkeypatc
     monkeypatch.setattr(run, "RETRY_SECONDS", 0.0)
     for table in ("5", "fig5", "6", "nsp_sop"):
         if table == "6":
-            new = [a for a in tables.arms("6", scale.model, scale.steps, scale.sizes)
+            new = [a for a in tables.get("6").arms(scale)
                    if not (tmp_path / "pretrain" / a.pretrain.key).exists()]  # fmt: skip
             held.append(WorkdirLock(tmp_path / "pretrain" / new[0].pretrain.key).acquire())
             messages.clear()
@@ -159,7 +159,7 @@ def test_quick_run_of_every_table_is_complete_and_resumable(tmp_path, monkeypatc
             jobs = [m for m in messages if m.startswith("[")]
             assert jobs[0].startswith("[1/") and jobs[-1].split(" (")[0] == jobs[0].split(" (")[0]
             assert len(jobs) == int(jobs[0][3:].split("]")[0]) + 1, jobs
-        expected = [a.name for a in tables.arms(table, scale.model, scale.steps, scale.sizes)]
+        expected = [a.name for a in tables.get(table).arms(scale)]
         assert list(docs[table]["arms"]) == list(dict.fromkeys(expected))
         on_disk = json.loads((tmp_path / f"{table}.json").read_text())
         assert on_disk == json.loads(json.dumps(docs[table]))
@@ -207,12 +207,11 @@ def test_tpu_plan_fit_checks_every_run_of_every_table_and_writes_the_launch_scri
     v4-32 with libtpu's compile-only devices. The BERT-base plans are measured in the README."""
     from bert_jax.ablations import tpu
     from bert_jax.ablations.run import scale_for
-    from bert_jax.ablations.tables import TABLES
 
     scale = dataclasses.replace(scale_for("tpu"), model="L1-H64-A2", sizes=((1, 64, 2),))
     tpu._FITS.clear()
     docs = {t: tpu.plan(t, scale, str(tmp_path), "v4-32", "my-v4", {"squad": "gs://b/squad"})
-            for t in TABLES}  # fmt: skip
+            for t in tables.names()}  # fmt: skip
     for table, doc in docs.items():
         trained = {k: r for k, r in doc["runs"].items() if not k.startswith("random-")}
         assert trained, table
@@ -221,7 +220,7 @@ def test_tpu_plan_fit_checks_every_run_of_every_table_and_writes_the_launch_scri
             # 512 tokens and 80 predictions need more memory than 128 and 20
             assert run["fit"]["phase2"]["required_gib"] > run["fit"]["phase1"]["required_gib"]
     assert sorted(docs["8"]["runs"]) == sorted(
-        [f"mlm_nsp-L1-H64-A2-{m.replace('/', '.')}-s900000" for m in tables.MIXES]
+        [f"mlm_nsp-L1-H64-A2-{m.replace('/', '.')}-s900000" for m in table8.MIXES]
         + ["random-L1-H64-A2-mlm_nsp"]
     )
     # the six masking mixes are one program: compiled once, not six times
@@ -270,7 +269,7 @@ def test_electra_table_matches_training_flops_and_reads_packed_shards():
 
     s = SCALES["cpu"]
     mlm_steps = mlm_steps_at_electra_flops(s, s.steps)
-    bert, electra, random = tables.arms("electra", s.model, s.steps, s.sizes, mlm_steps)
+    bert, electra, random = tables.get("electra").arms(s)
     assert (bert.pretrain.objective, electra.pretrain.objective) == ("full_sentences", "electra")
     assert electra.pretrain.family == "electra" and bert.pretrain.family == "bert"
     assert electra.pretrain.mask_and_random_prob == (0.85, 0.0) and not random.pretrain.steps

@@ -53,9 +53,10 @@ def test_nsp_sop_claims_read_against_the_fresh_head():
 
 
 def test_table6_names_where_perplexity_does_not_fall_and_table8_the_spread():
-    from bert_jax.ablations.tables import PAPER
+    from bert_jax.ablations.tables import table6
 
-    paper = _doc("6", {arm: {"mlm_ppl": [row["mlm_ppl"]]} for arm, row in PAPER["6"].items()})
+    paper_ppl = {arm: {"mlm_ppl": [row["mlm_ppl"]]} for arm, row in table6.TABLE.paper.items()}
+    paper = _doc("6", paper_ppl)
     assert _by_claim(paper) == {
         "held-out masked-LM perplexity falls with every step up in encoder parameters": True
     }

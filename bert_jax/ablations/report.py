@@ -22,16 +22,6 @@ from etils import epath
 from bert_jax.ablations import claims, tables
 from bert_jax.atomic_write import write_json_atomic, write_text_atomic
 
-TITLES = {
-    "5": "Table 5: pretraining tasks",
-    "6": "Table 6: model size (held-out masked-LM perplexity and fine-tuning)",
-    "8": "Table 8: masking mixes (MASK/SAME/RND)",
-    "fig5": "Figure 5: fine-tuning accuracy along pretraining",
-    "nsp_sop": "NSP/SOP intrinsic cross-check (ALBERT Table 5 logic)",
-    "electra": "ELECTRA vs BERT at equal training FLOPs (ELECTRA Table 1: GLUE 79.9 vs 75.1)",
-}
-
-
 # What a `--quick` table is: its budgets are too small to learn anything, by design.
 WIRING_CHECK = (
     "a wiring check (--quick): every arm pretrained and fine-tuned end to end on budgets too "
@@ -68,7 +58,7 @@ def write(
 
 def markdown(doc: dict) -> str:
     tasks = list(dict.fromkeys(t for row in doc["arms"].values() for t in row))
-    lines = [f"# {TITLES[doc['table']]} ({doc['scale']} scale)", ""]
+    lines = [f"# {tables.get(doc['table']).title} ({doc['scale']} scale)", ""]
     budget = doc.get("finetune")
     how = ""
     if budget:  # tables written before the budget was recorded have none
@@ -108,48 +98,18 @@ def markdown(doc: dict) -> str:
 
 
 def plot(doc: dict, out: epath.Path) -> None:
-    """Figure 5: accuracy against pretraining steps per objective; Table 6: perplexity against
-    parameters of the encoder stack (L x H^2 x 12)."""
-    if doc["table"] not in ("fig5", "6"):
+    """`<table>.png`, for the tables that draw one (`Table.plot`)."""
+    table = tables.get(doc["table"])
+    if table.plot is None:
         return
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import NullFormatter
 
     fig, ax = plt.subplots(figsize=(5, 3.5))
-    if doc["table"] == "fig5":
-        for label in ("MLM", "LTR"):
-            points = sorted(
-                (int(arm.split("@")[1]), row["mrpc"]["median"])
-                for arm, row in doc["arms"].items()
-                if arm.startswith(f"{label}@")
-            )
-            if "random init" in doc["arms"]:
-                points.insert(0, (0, doc["arms"]["random init"]["mrpc"]["median"]))
-            ax.plot(*zip(*points, strict=True), marker="o", label=label)
-        ax.set_xlabel("pretraining steps")
-        ax.set_ylabel("pair task dev accuracy")
-    else:
-        points = []
-        for arm, row in doc["arms"].items():
-            points.append((tables.stack_size(arm)[0], row["mlm_ppl"]["median"], arm))
-        points.sort()
-        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o")
-        for i, (x, y, arm) in enumerate(points):  # arms of one size (A=1, A=2): lower one below
-            below = i + 1 < len(points) and points[i + 1][0] == x
-            ax.annotate(arm, (x, y), xytext=(4, -8 if below else 3), textcoords="offset points",
-                        fontsize=6)  # fmt: skip
-        ax.set_xscale("log")
-        sizes = sorted({p[0] for p in points})
-        ax.set_xticks(sizes, [f"{x / 1e6:.2g}M" for x in sizes])  # the arms', not 2x10^5 ...
-        ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.margins(x=0.2)  # room for the largest arm's label
-        ax.set_xlabel("encoder parameters (12 L H^2)")
-        ax.set_ylabel("held-out masked-LM perplexity")
-    ax.set_title(TITLES[doc["table"]], fontsize=8)
-    ax.legend() if doc["table"] == "fig5" else None
+    table.plot(doc, ax)
+    ax.set_title(table.title, fontsize=8)
     fig.tight_layout()
     fig.savefig(str(out / f"{doc['table']}.png"), dpi=120)
     plt.close(fig)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from bert_jax.ablations import report, tables
 from bert_jax.ablations.harness import Harness, majority_baseline
-from bert_jax.ablations.scales import SCALES, Scale, mlm_steps_at_electra_flops
+from bert_jax.ablations.scales import SCALES, Scale
 from bert_jax.config import shape_dims
 from bert_jax.errors import BertJaxError
 from bert_jax.train.lock import WorkdirInUse
@@ -134,11 +134,10 @@ def ablate(
 ) -> dict:
     """Runs (or continues) every arm of `table`; writes and returns the table document."""
     _share_compiled_steps(workdir)
-    arms = tables.arms(table, scale.model, scale.steps, scale.sizes,
-                       mlm_steps_at_electra_flops(scale, scale.steps))  # fmt: skip
+    spec = tables.get(table)
+    arms = spec.arms(scale)
     tasks = tasks or {}
     harness = Harness(workdir, scale, corpus, tasks, progress)
-    paper = tables.PAPER.get(table, {})
     jobs = [(arm, task, seed) for arm in arms for task in arm.tasks
             for seed in (range(1) if task in tables.INTRINSIC else range(scale.seeds))]  # fmt: skip
     start = time.time()
@@ -147,14 +146,14 @@ def ablate(
     for (arm, task, _), value in zip(jobs, values, strict=True):
         scores.setdefault(arm.name, {}).setdefault(task, []).append(value)
     rows = {
-        arm: {t: report.summarize(v, paper.get(arm, {}).get(t)) for t, v in row.items()}
+        arm: {t: report.summarize(v, spec.paper_number(arm, t)) for t, v in row.items()}
         for arm, row in scores.items()
     }
     kinds = {t.removesuffix("_feature") for a in arms for t in a.tasks if t not in tables.INTRINSIC}
     baselines = {k: {"majority": majority_baseline(harness.task_dir(k), k)} for k in sorted(kinds)}
     for task in [t for a in arms for t in a.tasks if t.endswith("_feature")]:
         baselines[task] = baselines[task.removesuffix("_feature")]
-    budget = None  # intrinsic-only tables (nsp_sop) fine-tune nothing
+    budget = None  # a table of intrinsic tasks only fine-tunes nothing
     if kinds:
         budget = {"epochs": scale.finetune_epochs, "learning_rate": scale.finetune_lr}
     checks = {a.name: harness.masked_lm_check(a.pretrain) for a in arms if a.step is None}

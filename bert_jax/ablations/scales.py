@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from bert_jax.ablations.tables import PAPER_SIZES
+# BERT Table 6's grid of (layers, hidden, heads): the `tpu` scale's sizes.
+PAPER_SIZES = ((3, 768, 12), (6, 768, 3), (6, 768, 12), (12, 768, 12), (12, 1024, 16),
+               (24, 1024, 16))  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)

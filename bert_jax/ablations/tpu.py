@@ -27,7 +27,7 @@ from etils import epath
 from bert_jax import objectives
 from bert_jax.ablations import tables
 from bert_jax.ablations.harness import FAMILY, shard_objective
-from bert_jax.ablations.scales import Scale, mlm_steps_at_electra_flops
+from bert_jax.ablations.scales import Scale
 from bert_jax.atomic_write import write_json_atomic, write_text_atomic
 from bert_jax.errors import BertJaxError
 from bert_jax.train.config import pretrain_config
@@ -104,8 +104,7 @@ def _flags(overrides: dict) -> str:
 def plan(
     table: str, scale: Scale, workdir: str, topology: str, tpu_name: str, tasks: dict[str, str]
 ) -> dict:
-    arms = tables.arms(table, scale.model, scale.steps, scale.sizes,
-                       mlm_steps_at_electra_flops(scale, scale.steps))  # fmt: skip
+    arms = tables.get(table).arms(scale)
     data = f"{workdir}/data"
     on_tpu = f"python tpu_setup/tpu.py run --name {shlex.quote(tpu_name or 'TPU_NAME')} --"
     lines = ["#!/usr/bin/env bash", f"# bert-jax ablate --table {table} --scale tpu", "set -eu",

@@ -4,11 +4,7 @@
   bert-jax ablate --table 5 --scale cpu --workdir /tmp/q --quick        # minutes, every arm
   bert-jax ablate --table 5 --scale tpu --workdir gs://B/ablate --tpu_name my-v4 --topology v4-32
 
-Tables: 5 (pretraining tasks: BERT, No NSP, LTR & No NSP, + BiLSTM, random init), 6 (model
-size: held-out masked-LM perplexity and fine-tuning), 8 (MASK/SAME/RND mixes), fig5
-(fine-tuning along pretraining, MLM vs LTR; a PNG), nsp_sop (NSP/SOP intrinsic cross-check),
-electra (ELECTRA vs masked LM at equal training FLOPs, the generator counted: the MLM arm gets
-more steps, as in ELECTRA's Table 1).
+Tables: the values of --table below (bert_jax/ablations/tables/, one module each).
 Each arm is pretrained on --corpus (default: the embedded corpus) and fine-tuned on the built-in
 offline suite (sst2, mrpc, conll, squad; bert_jax/ablations/suite.py) over --seeds seeds, or on
 your data with --task KIND:DIR (kinds sst2, mrpc, mnli, conll, squad; the layouts `bert-jax
@@ -21,11 +17,13 @@ from __future__ import annotations
 
 from absl import flags
 
+from bert_jax.ablations import tables
 from bert_jax.errors import BertJaxError
 
 _TABLE = flags.DEFINE_enum(
-    "table", None, ["5", "6", "8", "fig5", "nsp_sop", "electra"], "Which ablation."
-)
+    "table", None, tables.names(),
+    "Which ablation: " + "; ".join(f"{n} = {tables.get(n).summary}" for n in tables.names()) + ".",
+)  # fmt: skip
 _SCALE = flags.DEFINE_enum("scale", "cpu", ["cpu", "tpu"], "cpu: tiny models; tpu: the paper's.")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Where runs, tables and plots go.")
 _CORPUS = flags.DEFINE_string("corpus", "", "Pretraining text globs (default: embedded corpus).")

@@ -1,0 +1,62 @@
+"""The NSP/SOP intrinsic cross-check (ALBERT Table 5's logic): models pretrained with no pair
+loss, with NSP and with SOP, each scored on both pair tasks by its own held-out predictions."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from bert_jax.ablations.scales import Scale
+from bert_jax.ablations.tables.base import Arm, Claim, Pretrain, Table
+from bert_jax.ablations.tables.compare import cell
+
+# ALBERT Table 5 (none 52.4/53.3, NSP 90.5/52.0, SOP 78.9/86.5): "near chance" is within this
+# many points of the "none" arm (a freshly initialised head), "well above" beyond.
+NEAR_CHANCE_POINTS = 5.0
+_TASKS = ("nsp", "sop")
+
+
+def arms(scale: Scale) -> list[Arm]:
+    model, steps = scale.model, scale.steps
+    return [
+        Arm("none", Pretrain("mlm", model, steps), _TASKS),
+        Arm("NSP", Pretrain("mlm_nsp", model, steps), _TASKS),
+        Arm("SOP", Pretrain("mlm_sop", model, steps), _TASKS),
+    ]
+
+
+def _vs_none(doc: dict, arm: str, task: str, near: bool) -> Claim:
+    a, none = cell(doc, arm, task), cell(doc, "none", task)
+    if a is None or none is None:
+        return None
+    gap = a["median"] - none["median"]
+    holds = abs(gap) <= NEAR_CHANCE_POINTS if near else gap > NEAR_CHANCE_POINTS
+    how = "near chance" if near else "well above chance"
+    bound = "within" if near else "more than"
+    relation = "of" if near else "above"
+    return {
+        "claim": f"the {arm} model is {how} on {task} pairs ({bound} {NEAR_CHANCE_POINTS:g} "
+        f"points {relation} the fresh head of the model pretrained without a pair loss)",
+        "holds": bool(holds),
+        "detail": f"{a['median']:.2f} vs {none['median']:.2f} ({gap:+.2f})",
+    }
+
+
+def claims(doc: dict) -> Iterator[Claim]:
+    yield _vs_none(doc, "NSP", "nsp", near=False)
+    yield _vs_none(doc, "NSP", "sop", near=True)
+    yield _vs_none(doc, "SOP", "sop", near=False)
+    yield _vs_none(doc, "SOP", "nsp", near=False)
+
+
+TABLE = Table(
+    name="nsp_sop",
+    title="NSP/SOP intrinsic cross-check (ALBERT Table 5 logic)",
+    summary="NSP/SOP intrinsic cross-check",
+    arms=arms,
+    paper={  # ALBERT's intrinsic pair accuracies
+        "none": {"nsp": 52.4, "sop": 53.3},
+        "NSP": {"nsp": 90.5, "sop": 52.0},
+        "SOP": {"nsp": 78.9, "sop": 86.5},
+    },
+    claims=claims,
+)

@@ -1,0 +1,89 @@
+"""BERT Table 6: model size. A grid of (layers, hidden, heads), each pretrained alike, scored on
+held-out masked-LM perplexity and fine-tuning; plotted as perplexity against encoder size."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from bert_jax.ablations.scales import Scale
+from bert_jax.ablations.tables.base import Arm, Claim, Pretrain, Table
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+
+def size_name(layers: int, hidden: int, heads: int) -> str:
+    return f"L={layers},H={hidden},A={heads}"
+
+
+def stack_size(name: str) -> tuple[int, int]:
+    """An arm's (encoder-stack parameters 12 L H^2, heads), from its `size_name`: the paper's
+    order of sizes, more heads counting as bigger at equal parameters."""
+    layers, hidden, heads = (int(x) for x in re.findall(r"\d+", name))
+    return 12 * layers * hidden**2, heads
+
+
+def arms(scale: Scale) -> list[Arm]:
+    """One arm per (L, H, A) of the scale's grid (`--sizes`); `--model` does not apply."""
+    return [
+        Arm(size_name(*s), Pretrain("mlm_nsp", f"L{s[0]}-H{s[1]}-A{s[2]}", scale.steps),
+            ("mlm_ppl", "sst2", "mrpc"))
+        for s in scale.sizes
+    ]  # fmt: skip
+
+
+def claims(doc: dict) -> Iterator[Claim]:
+    """Perplexity falls as the model grows: arms ordered by encoder parameters (12 L H^2)."""
+    sized = sorted((stack_size(arm), arm, row["mlm_ppl"]["median"])
+                   for arm, row in doc["arms"].items() if "mlm_ppl" in row)  # fmt: skip
+    if len(sized) < 2:
+        return
+    steps = zip(sized, sized[1:], strict=False)
+    rises = [f"{a} -> {b}" for (_, a, pa), (_, b, pb) in steps if pb >= pa]
+    yield {
+        "claim": "held-out masked-LM perplexity falls with every step up in encoder parameters",
+        "holds": not rises,
+        "detail": " > ".join(f"{p:.1f}" for _, _, p in sized)
+        + (f"; not falling at {', '.join(rises)}" if rises else ""),
+    }
+
+
+def plot(doc: dict, ax: Axes) -> None:
+    """Perplexity against parameters of the encoder stack (L x H^2 x 12), log scale."""
+    from matplotlib.ticker import NullFormatter
+
+    points = sorted((stack_size(arm)[0], row["mlm_ppl"]["median"], arm)
+                    for arm, row in doc["arms"].items())  # fmt: skip
+    ax.plot([p[0] for p in points], [p[1] for p in points], marker="o")
+    for i, (x, y, arm) in enumerate(points):  # arms of one size (A=1, A=2): lower one below
+        below = i + 1 < len(points) and points[i + 1][0] == x
+        ax.annotate(arm, (x, y), xytext=(4, -8 if below else 3), textcoords="offset points",
+                    fontsize=6)  # fmt: skip
+    ax.set_xscale("log")
+    sizes = sorted({p[0] for p in points})
+    ax.set_xticks(sizes, [f"{x / 1e6:.2g}M" for x in sizes])  # the arms', not 2x10^5 ...
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.margins(x=0.2)  # room for the largest arm's label
+    ax.set_xlabel("encoder parameters (12 L H^2)")
+    ax.set_ylabel("held-out masked-LM perplexity")
+
+
+TABLE = Table(
+    name="6",
+    title="Table 6: model size (held-out masked-LM perplexity and fine-tuning)",
+    summary="model size: held-out masked-LM perplexity and fine-tuning",
+    arms=arms,
+    # The paper's perplexities and dev results, by its (L, H, A).
+    paper={
+        "L=3,H=768,A=12": {"mlm_ppl": 5.84, "sst2": 88.4, "mrpc": 79.8},
+        "L=6,H=768,A=3": {"mlm_ppl": 5.24, "sst2": 90.7, "mrpc": 82.2},
+        "L=6,H=768,A=12": {"mlm_ppl": 4.68, "sst2": 91.3, "mrpc": 84.8},
+        "L=12,H=768,A=12": {"mlm_ppl": 3.99, "sst2": 92.9, "mrpc": 86.7},
+        "L=12,H=1024,A=16": {"mlm_ppl": 3.54, "sst2": 93.3, "mrpc": 86.9},
+        "L=24,H=1024,A=16": {"mlm_ppl": 3.23, "sst2": 93.7, "mrpc": 87.8},
+    },
+    claims=claims,
+    plot=plot,
+)
