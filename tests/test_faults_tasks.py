@@ -143,6 +143,12 @@ def test_old_family_key_is_one_line_naming_task_family(tmp_path):
     with pytest.raises(BertJaxError, match=rf"^{re.escape(message)}$"):
         runner.finetune(cfg, tmp_path / "w")
     assert not (tmp_path / "w").exists()
+    # A pretraining config (its `family` is a model family) is no fine-tuning config either.
+    from bert_jax.train.config import pretrain_config
+
+    with pytest.raises(BertJaxError, match=r"^config: not a fine-tuning config \(no task_family"):
+        runner.finetune(pretrain_config("tiny"), tmp_path / "w")
+    assert not (tmp_path / "w").exists()
 
     cmd = [sys.executable, "-m", "bert_jax.cli", "finetune", "--config=glue.py:mrpc",
            f"--workdir={tmp_path / 'w'}", "--config.family=glue"]  # fmt: skip

@@ -32,6 +32,8 @@ from bert_jax.families.bert import BertFamily
 from bert_jax.families.electra import ElectraFamily
 from bert_jax.families.seq2seq import Seq2SeqFamily
 from bert_jax.families.xlnet import XLNetFamily
+from bert_jax.model.families import FAMILIES as VARIANTS
+from bert_jax.model.families import get_family as get_variant
 from bert_jax.model.seq2seq import Seq2SeqConfig
 from bert_jax.model.xlnet import XLNetConfig
 
@@ -77,8 +79,11 @@ def for_checkpoint(path: str | os.PathLike) -> Architecture | None:
         return None
     if not isinstance(raw, dict):
         return None
-    if raw.get("model_type") in _BY_HF_TYPE:
-        return _BY_HF_TYPE[raw["model_type"]]
+    model_type = raw.get("model_type")
+    if model_type in VARIANTS:  # bert, roberta, albert, distilbert, electra
+        return get(VARIANTS[model_type].architecture)
+    if model_type in _BY_HF_TYPE:
+        return _BY_HF_TYPE[model_type]
     # A workdir: the entry its run wrote ("xlnet" for a run fine-tuned from an XLNet directory).
     return next((f for f in _BUILT for e in f.workdir_entries if e in raw), None)
 
@@ -87,11 +92,12 @@ def check_preset(preset: str, objective: str) -> None:
     """An encoder preset and an objective train the same family (ELECTRA's discriminator comes
     only with the electra objective, and the electra objective only with it)."""
     wanted = for_objective(objective)
-    if preset not in wanted.presets:
+    if get_variant(preset).architecture != wanted.variant_architecture:
+        fits = [v.name for v in VARIANTS.values() if v.architecture == wanted.variant_architecture]
         raise BertJaxError(
             f"config.family={preset} with config.objective={objective}: family and objective "
             f"go together ({objective} trains {wanted.title}: config.family="
-            f"{' | '.join(wanted.presets)})"
+            f"{' | '.join(fits)})"
         )
 
 

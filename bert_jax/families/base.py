@@ -20,11 +20,13 @@ class Architecture:
 
     name: ClassVar[str] = ""
     title: ClassVar[str] = ""  # in messages: "BERT family", "XLNet", ...
-    # Hugging Face `model_type`s and bert-jax workdir model entries (config.json keys) it reads.
+    # Hugging Face `model_type`s and bert-jax workdir model entries (config.json keys) it reads
+    # (an encoder variant's model_type is its name: bert_jax.model.families says whose it is).
     hf_model_types: ClassVar[tuple[str, ...]] = ()
     workdir_entries: ClassVar[tuple[str, ...]] = ()
-    # The encoder presets (bert_jax.model.families) its pretraining configs may name.
-    presets: ClassVar[tuple[str, ...]] = ()
+    # Its pretraining configs name encoder variants (config.family, bert_jax.model.families)
+    # whose `architecture` is this ("" = none: it has its own presets).
+    variant_architecture: ClassVar[str] = ""
     # Which shape of run trains it: "encoder" (the pretraining task over the reference shards,
     # the encoder fine-tuning run) or "encoder_decoder" (inputs -> targets shards, text-to-text
     # runs).

@@ -27,9 +27,8 @@ from bert_jax.train import flops
 class BertFamily(Architecture):
     name: ClassVar[str] = "bert"
     title: ClassVar[str] = "the BERT family"
-    hf_model_types: ClassVar[tuple[str, ...]] = ("bert", "roberta", "albert", "distilbert")
     workdir_entries: ClassVar[tuple[str, ...]] = ("bert",)
-    presets: ClassVar[tuple[str, ...]] = ("bert", "roberta", "albert", "distilbert")
+    variant_architecture: ClassVar[str] = "bert"
     extracts_features: ClassVar[bool] = True
     draws_attention_maps: ClassVar[bool] = True
     distills_students: ClassVar[bool] = True
@@ -57,7 +56,7 @@ class BertFamily(Architecture):
     def load_for_finetuning(self, cfg: Any) -> tuple[Any, Any, bool]:
         step = cfg.get("init_checkpoint_step") or None
         pre = load_pretrained(cfg.init_checkpoint, vocab_file=cfg.vocab_file or None, step=step)
-        pre = bottom_layers(pre, cfg.get("init_num_layers", 0))
+        pre = bottom_layers(pre, cfg.init_num_layers)
         vocab = cfg.vocab_file or pre.vocab_file
         if not vocab:
             raise BertJaxError(

@@ -17,9 +17,8 @@ from bert_jax.train import flops
 class ElectraFamily(BertFamily):
     name: ClassVar[str] = "electra"
     title: ClassVar[str] = "ELECTRA"
-    hf_model_types: ClassVar[tuple[str, ...]] = ("electra",)
     workdir_entries: ClassVar[tuple[str, ...]] = ()  # its workdirs hold a "bert" entry
-    presets: ClassVar[tuple[str, ...]] = ("electra",)
+    variant_architecture: ClassVar[str] = "electra"
 
     def pretraining_model(self, bert_config: Any, objective: Any, generator_size: float) -> Any:
         return ElectraForPreTraining(bert_config, generator_size)

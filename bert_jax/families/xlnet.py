@@ -15,7 +15,6 @@ from etils import epath
 
 from bert_jax.errors import BertJaxError
 from bert_jax.families.base import Architecture
-from bert_jax.families.bert import BertFamily
 from bert_jax.families.xlnet_checkpoints import export_xlnet, read_xlnet_dir
 from bert_jax.interop import hf
 from bert_jax.model.xlnet import XLNetConfig
@@ -45,8 +44,8 @@ class XLNetFamily(Architecture):
     title: ClassVar[str] = "XLNet"
     hf_model_types: ClassVar[tuple[str, ...]] = ("xlnet",)
     workdir_entries: ClassVar[tuple[str, ...]] = ("xlnet",)
-    # Sizes come from the BERT encoder presets (`bert_jax.model.xlnet.pretraining`).
-    presets: ClassVar[tuple[str, ...]] = BertFamily.presets
+    # Sizes come from BERT's encoder variants (`bert_jax.model.xlnet.pretraining`).
+    variant_architecture: ClassVar[str] = "bert"
     padding_side: ClassVar[str] = "left"
     encoder_scope: ClassVar[str] = "transformer"
     extracts_features: ClassVar[bool] = True  # the content stream (no attention maps)

@@ -317,7 +317,7 @@ def distillation_task(config: Any, shapes_only: bool = False) -> DistillationTas
         pre_config, teacher_params, teacher_vocab = pre.config, pre.params, pre.vocab_file
     check_teacher_vocab(config, teacher_vocab, pre_config.vocab_size)
     teacher = pre_config.replace(dtype=config.dtype, scan_layers=False)
-    student = student_config(teacher, int(config.get("student_layers", 0)) or None).replace(
+    student = student_config(teacher, int(config.student_layers) or None).replace(
         scan_layers=bool(config.scan_layers), remat_policy=config.remat_policy,
         hidden_dropout_prob=float(config.hidden_dropout_prob),
         attention_probs_dropout_prob=float(config.attention_probs_dropout_prob),

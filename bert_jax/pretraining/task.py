@@ -207,7 +207,7 @@ def bert_config_from(config: Any) -> BertConfig:
         # Ids are line numbers: a repeated token keeps its last id, so the table needs the highest
         # id + 1 rows, not len(vocab) (which would leave the last ids outside it).
         vocab_size = max(load_vocab(config.vocab_file).values()) + 1
-    family = get_family(str(config.get("family", "bert")))
+    family = get_family(str(config.family))
     families.check_preset(family.name, config.objective)
     switches = {k: v for k, v in family.switches.items() if k not in _SIZE_FIELDS}
     if config.get("embedding_size") is not None:
@@ -224,8 +224,8 @@ def bert_config_from(config: Any) -> BertConfig:
             "dtype": config.dtype,
             "scan_layers": bool(config.scan_layers),
             "remat_policy": config.remat_policy,
-            "hidden_dropout_prob": float(config.get("hidden_dropout_prob", 0.1)),
-            "attention_probs_dropout_prob": float(config.get("attention_probs_dropout_prob", 0.1)),
+            "hidden_dropout_prob": float(config.hidden_dropout_prob),
+            "attention_probs_dropout_prob": float(config.attention_probs_dropout_prob),
             "causal": objectives.get(config.objective).causal,
         },
     )
@@ -264,7 +264,7 @@ def pretraining_task(config: Any, bert_config: BertConfig) -> PretrainingTask:
         eval_files=_files(config.eval_files),
         seed=int(config.seed),
         dynamic_masking=masking,
-        eval_batch_size=int(config.get("eval_batch_size", 0)) or None,
-        max_eval_steps=int(config.get("max_eval_steps", 100)),
-        generator_size=float(config.get("generator_size", DEFAULT_GENERATOR_SIZE)),
+        eval_batch_size=int(config.eval_batch_size) or None,
+        max_eval_steps=int(config.max_eval_steps),
+        generator_size=float(config.generator_size),
     )

@@ -145,7 +145,7 @@ def run_once(cfg, job, pre, workdir: str | epath.Path, distill=None) -> dict[str
     else:
         task, train = job.train_task(bert, batch), job.train
         task = distill.wrap(task) if distill else task
-        random = bool(cfg.get("random_init", False))
+        random = bool(cfg.random_init)
         init = _fresh_params(task, cfg.seed, bert.initializer_range, random_encoder=random)
         init = init if random else graft_encoder(init, pre.params)
         init = distill.add_teacher(init) if distill else init

@@ -54,6 +54,6 @@ def run_config(cfg, num_examples: int, lr: float, epochs: float, batch: int, see
 def run_mesh(cfg):
     """The configured mesh over all devices, or over the first `num_devices` (0 = all)."""
     devices = jax.devices()
-    if cfg.get("num_devices", 0):
+    if cfg.num_devices:
         devices = devices[: cfg.num_devices]
     return mesh_lib.make_mesh(cfg.mesh, devices)

@@ -61,7 +61,7 @@ class GlueJob:
     def train_task(self, bert: BertConfig, batch: int) -> train_tasks.ClassificationTask:
         return train_tasks.ClassificationTask(
             bert, batch, self.cfg.max_seq_length, self.spec.num_labels,
-            bilstm_size=self.cfg.get("bilstm_size", 0),
+            bilstm_size=self.cfg.bilstm_size,
         )  # fmt: skip
 
     def _preds(self, logits_NxC: np.ndarray) -> np.ndarray:
@@ -119,7 +119,7 @@ class SquadJob:
 
     def train_task(self, bert: BertConfig, batch: int) -> train_tasks.SpanTask:
         return train_tasks.SpanTask(
-            bert, batch, self.cfg.max_seq_length, bilstm_size=self.cfg.get("bilstm_size", 0)
+            bert, batch, self.cfg.max_seq_length, bilstm_size=self.cfg.bilstm_size
         )
 
     def score(self, split: Split, outputs, workdir: str) -> dict[str, float]:
@@ -172,7 +172,7 @@ class NerJob:
     def train_task(self, bert: BertConfig, batch: int) -> train_tasks.TaggingTask:
         return train_tasks.TaggingTask(
             bert, batch, self.cfg.max_seq_length, len(ner.LABELS),
-            bilstm_size=self.cfg.get("bilstm_size", 0),
+            bilstm_size=self.cfg.bilstm_size,
         )  # fmt: skip
 
     def score(self, split: Split, logits_NxLxC: np.ndarray, workdir: str) -> dict[str, float]:

@@ -72,6 +72,11 @@ def check_finetune_config(cfg: Any) -> None:
     every (learning rate, epochs, batch size) it would run must train on something, and no key
     is one that was renamed (`family` -> `task_family`), which would otherwise be ignored."""
     check_renamed_keys(cfg)
+    if "task_family" not in cfg:  # e.g. a pretraining config handed to `finetune`
+        raise BertJaxError(
+            f"config: not a fine-tuning config (no task_family; start from one of "
+            f"{', '.join(f'{t}.py' for t in sorted(TASK_FAMILIES))} in bert_jax/configs/)"
+        )
     if cfg.get("sweep"):
         lrs, epochs, batches = cfg.sweep_learning_rates, cfg.sweep_epochs, cfg.sweep_batch_sizes
         keys = ("sweep_learning_rates", "sweep_epochs", "sweep_batch_sizes")

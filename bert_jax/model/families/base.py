@@ -41,6 +41,9 @@ class Family:
     switches: dict[str, Any]  # BertConfig fields at the variant's base size
     heads: tuple[str, ...]  # pretraining heads: mlm, nsp (NSP or SOP), rtd
     generator_heads: tuple[str, ...] = ()
+    # The `bert_jax.families` architecture that pretrains it: "bert" (the masked-LM, sentence
+    # and next-token objectives, and XLNet's sizes) or "electra" (its own objective).
+    architecture: str = "bert"
     # The variant a pretraining distillation from it trains (bert_jax.pretraining.distillation);
     # "" keeps the teacher's.
     distils_to: str = ""

@@ -41,6 +41,7 @@ FAMILY = Electra(
     dict(pooler=False),
     ("rtd",),
     generator_heads=("mlm",),
+    architecture="electra",
     hf_class_prefix="Electra",
     hf_title="ELECTRA",
     hf_names=HfNames(
