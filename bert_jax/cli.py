@@ -149,7 +149,7 @@ def _flag_error(e: Exception, args: list[str]) -> str:
 def _renamed_key(flag: str, args: list[str]) -> str | None:
     """The one line for a fine-tuning key that was renamed (`--config.family=glue`: task_family),
     when the config given has the new key (t5.py has neither: its message stays the general one)."""
-    from bert_jax.train.config import RENAMED_KEYS, renamed_key_message
+    from bert_jax.task_family_key import RENAMED_KEYS, renamed_key_message
 
     old = flag.removeprefix("--config.")
     given = next((a.split("=", 1)[1] for a in args if a.startswith("--config=")), None)

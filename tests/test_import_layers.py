@@ -17,7 +17,7 @@ ROOT = pathlib.Path(bert_jax.__file__).parent
 # Lowest first. A module may import its own package and any package of a lower layer.
 LAYERS = (
     ("errors", "accelerators", "quiet", "save_noise"),
-    ("atomic_write", "config_files"),
+    ("atomic_write", "config_files", "task_family_key"),
     ("config", "shards", "corpus", "file_set"),
     ("tokenization",),
     ("objectives",),  # reads vocab files through tokenization.vocab

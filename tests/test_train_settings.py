@@ -46,3 +46,10 @@ def test_a_bad_value_is_named(key, value, message):
     with pytest.raises(BertJaxError) as e:
         train_settings(c)
     assert str(e.value).startswith(message)
+
+
+def test_the_task_families_are_the_schemas():
+    from bert_jax.task_family_key import TASK_FAMILIES
+    from bert_jax.train import config
+
+    assert tuple(config._FAMILY_KEYS) == TASK_FAMILIES

@@ -24,7 +24,7 @@ import jax
 import ml_collections
 from etils import epath
 
-from bert_jax import objectives
+from bert_jax import families, objectives
 from bert_jax.ablations import suite
 from bert_jax.ablations.scales import Scale
 from bert_jax.ablations.tables import INTRINSIC, Arm, Pretrain
@@ -373,7 +373,9 @@ class Harness:
         None for runs without masked-LM targets (LTR, random init) and for ELECTRA (its
         generator's). Cached in baselines.json."""
         spec = objectives.get(run.objective).masking
-        if spec is None or not run.steps or run.family != "bert":
+        if spec is None or not run.steps:
+            return None
+        if not families.for_objective(run.objective).masked_lm_is_the_model:
             return None
         wd = self.pretrain(run)
         cached = wd / "baselines.json"

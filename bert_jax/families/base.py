@@ -27,6 +27,9 @@ class Architecture:
     # Its pretraining configs name encoder variants (config.family, bert_jax.model.families)
     # whose `architecture` is this ("" = none: it has its own presets).
     variant_architecture: ClassVar[str] = ""
+    default_variant: ClassVar[str] = ""  # the config.family its recipes use by default
+    # Its held-out masked-LM accuracy measures the model itself (ELECTRA's is its generator's).
+    masked_lm_is_the_model: ClassVar[bool] = True
     # Which shape of run trains it: "encoder" (the pretraining task over the reference shards,
     # the encoder fine-tuning run) or "encoder_decoder" (inputs -> targets shards, text-to-text
     # runs).

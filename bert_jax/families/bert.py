@@ -29,6 +29,7 @@ class BertFamily(Architecture):
     title: ClassVar[str] = "the BERT family"
     workdir_entries: ClassVar[tuple[str, ...]] = ("bert",)
     variant_architecture: ClassVar[str] = "bert"
+    default_variant: ClassVar[str] = "bert"
     extracts_features: ClassVar[bool] = True
     draws_attention_maps: ClassVar[bool] = True
     distills_students: ClassVar[bool] = True

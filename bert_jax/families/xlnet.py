@@ -46,6 +46,7 @@ class XLNetFamily(Architecture):
     workdir_entries: ClassVar[tuple[str, ...]] = ("xlnet",)
     # Sizes come from BERT's encoder variants (`bert_jax.model.xlnet.pretraining`).
     variant_architecture: ClassVar[str] = "bert"
+    default_variant: ClassVar[str] = "bert"
     padding_side: ClassVar[str] = "left"
     encoder_scope: ClassVar[str] = "transformer"
     extracts_features: ClassVar[bool] = True  # the content stream (no attention maps)

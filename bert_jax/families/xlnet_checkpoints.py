@@ -22,7 +22,7 @@ from bert_jax.interop.hf import _open_weights
 from bert_jax.interop.task_heads import TaskHead
 from bert_jax.interop.workdir_params import restore_workdir_params
 from bert_jax.model.xlnet.config import XLNetConfig
-from bert_jax.train.config import saved_task_family
+from bert_jax.task_family_key import saved_task_family
 
 _ATTN = ("q", "k", "v", "o", "r", "r_w_bias", "r_r_bias", "r_s_bias", "seg_embed")
 # Fine-tuning heads of HF's task classes: HF name -> our path (torch Linear weights transposed).

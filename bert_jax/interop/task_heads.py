@@ -16,7 +16,7 @@ import numpy as np
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
 from bert_jax.model.families import FAMILIES
-from bert_jax.train.config import saved_task_family
+from bert_jax.task_family_key import saved_task_family
 
 # Fine-tuning task family -> (transformers class suffix, our head's parameter name, uses pooler)
 _HEADS = {

@@ -15,9 +15,9 @@ from bert_jax.errors import BertJaxError
 from bert_jax.interop import hf, tf_ckpt
 from bert_jax.interop.pretrained import Pretrained
 from bert_jax.interop.task_heads import TaskHead, task_head
+from bert_jax.task_family_key import saved_task_family
 from bert_jax.tasks import glue, ner
 from bert_jax.tokenization.directory import tokenizer_file_in
-from bert_jax.train.config import saved_task_family
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,7 +10,7 @@ import math
 from typing import Any
 
 from bert_jax.errors import BertJaxError
-from bert_jax.train.config import RENAMED_KEYS, TASK_FAMILIES, renamed_key_message
+from bert_jax.task_family_key import RENAMED_KEYS, TASK_FAMILIES, renamed_key_message
 
 
 def _number(config: Any, key: str) -> float | None:

@@ -33,8 +33,11 @@ class Pretrain:
 
     @property
     def family(self) -> str:
-        """ELECTRA's objective trains its own model family (discriminator + generator)."""
-        return "electra" if self.objective == "electra" else "bert"
+        """The config.family of the run: the default variant of the architecture its objective
+        trains (ELECTRA's objective trains its own: discriminator + generator)."""
+        from bert_jax import families  # the model stack, only when a run is built
+
+        return families.for_objective(self.objective).default_variant
 
     @property
     def mask_and_random_prob(self) -> tuple[float, float]:

@@ -20,9 +20,9 @@ from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
 from bert_jax.interop import load_pretrained
 from bert_jax.interop.hf import _open_weights
+from bert_jax.task_family_key import saved_task_family
 from bert_jax.tasks import glue, ner, train_tasks
 from bert_jax.tokenization.directory import LOOKED_FOR, open_tokenizer, tokenizer_file_in
-from bert_jax.train.config import saved_task_family
 
 # transformers class suffix -> the fine-tuning task family whose head it is
 _HF_HEADS = {
