@@ -100,7 +100,7 @@ def test_finetune_config_refused_before_loading_anything(tmp_path, override, mes
     """The weights and data named here do not exist: the config error comes first, and nothing
     is written."""
     from bert_jax.runs import finetune as runner
-    from bert_jax.task_family_key import finetune_config
+    from bert_jax.train.config import finetune_config
 
     cfg = finetune_config("glue")
     cfg.update(dict(task="mrpc", data_dir=str(tmp_path / "no-data"),
@@ -113,7 +113,7 @@ def test_finetune_config_refused_before_loading_anything(tmp_path, override, mes
 def test_finetune_max_seq_length_beyond_the_checkpoints_positions(tmp_path, minilm_dir):
     """MiniLM has 512 positions: 1000 is refused once its config is read, before the data."""
     from bert_jax.runs import finetune as runner
-    from bert_jax.task_family_key import finetune_config
+    from bert_jax.train.config import finetune_config
 
     (tmp_path / "train.tsv").write_bytes((HEADER + ROW).encode())
     cfg = finetune_config("glue")
@@ -133,7 +133,7 @@ def test_old_family_key_is_one_line_naming_task_family(tmp_path):
     import sys
 
     from bert_jax.runs import finetune as runner
-    from bert_jax.task_family_key import finetune_config
+    from bert_jax.train.config import finetune_config
 
     message = "config family: renamed task_family (glue, squad, ner, swag)"
     cfg = finetune_config("glue")
@@ -144,7 +144,7 @@ def test_old_family_key_is_one_line_naming_task_family(tmp_path):
         runner.finetune(cfg, tmp_path / "w")
     assert not (tmp_path / "w").exists()
     # A pretraining config (its `family` is a model family) is no fine-tuning config either.
-    from bert_jax.task_family_key import pretrain_config
+    from bert_jax.train.config import pretrain_config
 
     with pytest.raises(BertJaxError, match=r"^config: not a fine-tuning config \(no task_family"):
         runner.finetune(pretrain_config("tiny"), tmp_path / "w")

@@ -80,7 +80,7 @@ def _forward(task: PretrainingTask, params: dict, batch: dict) -> ElectraOutput:
 
 
 def _apply(task: PretrainingTask, batch: dict) -> Callable[[dict], ElectraOutput]:
-    rngs = task._rngs(RNG, True)  # the loss's: {"sample": ...}, no dropout
+    rngs = task.family.pretraining_rngs(RNG, True)  # the loss's: {"sample": ...}, no dropout
     inputs = task.model_inputs(batch)
     return lambda p: task.model.apply({"params": p}, **inputs, deterministic=True, rngs=rngs)
 

@@ -1,6 +1,6 @@
 """`bert-jax ablate`: every arm of a table, pretrain -> fine-tune each task over seeds -> table.
 
-    ablate("5", "cpu", "/tmp/ablate", seeds=3)    # writes /tmp/ablate/5.{json,md}
+    ablate("5", SCALES["cpu"], "/tmp/ablate")    # writes /tmp/ablate/5.{json,md}
 
 At `tpu` scale nothing trains here: `bert_jax.ablations.tpu` writes each arm's configs, checks
 that they fit, and writes the launch script.
