@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from bert_jax.families.base import Architecture
-from bert_jax.families.seq2seq_load import Seq2SeqPretrained, load_seq2seq
 
 
 class Seq2SeqFamily(Architecture):
@@ -23,8 +22,5 @@ class Seq2SeqFamily(Architecture):
     generates: ClassVar[str] = "seq2seq"
     tokenizer: ClassVar[str] = "spiece.model (sentencepiece with 100 sentinels)"
 
-    def load(self, path: str, step: int | None = None) -> Seq2SeqPretrained:
-        return load_seq2seq(path, step)
-
-    def load_for_finetuning(self, cfg: Any) -> tuple[Any, Seq2SeqPretrained, bool]:
+    def load_for_finetuning(self, cfg: Any) -> tuple[Any, Any, bool]:
         raise self.unsupported("encoder fine-tuning (text-to-text runs instead)")
