@@ -34,17 +34,12 @@ from bert_jax.families.seq2seq import Seq2SeqFamily
 from bert_jax.families.xlnet import XLNetFamily
 from bert_jax.model.families import FAMILIES as VARIANTS
 from bert_jax.model.families import get_family as get_variant
-from bert_jax.model.seq2seq import Seq2SeqConfig
-from bert_jax.model.xlnet import XLNetConfig
 
 _BUILT: tuple[Architecture, ...] = (BertFamily(), ElectraFamily(), XLNetFamily(), Seq2SeqFamily())
 FAMILIES: dict[str, Architecture] = {f.name: f for f in _BUILT}
 _BY_HF_TYPE = {t: f for f in _BUILT for t in f.hf_model_types}
-# Model config classes other than BertConfig (every BERT preset's, ELECTRA's included).
-_BY_CONFIG_TYPE: dict[type, Architecture] = {
-    XLNetConfig: FAMILIES["xlnet"],
-    Seq2SeqConfig: FAMILIES["seq2seq"],
-}
+# Model config classes other than BertConfig (every BERT variant's, ELECTRA's included).
+_BY_CONFIG_TYPE = {t: f for f in _BUILT for t in f.config_types}
 
 
 def names() -> list[str]:

@@ -24,10 +24,12 @@ class Architecture:
     # (an encoder variant's model_type is its name: bert_jax.model.families says whose it is).
     hf_model_types: ClassVar[tuple[str, ...]] = ()
     workdir_entries: ClassVar[tuple[str, ...]] = ()
+    # Its model config classes (`for_model_config`); BertConfig is the BERT family's.
+    config_types: ClassVar[tuple[type, ...]] = ()
     # Its pretraining configs name encoder variants (config.family, bert_jax.model.families)
-    # whose `architecture` is this ("" = none: it has its own presets).
+    # whose `architecture` is this, the variant of that name by default ("" = none: it has its
+    # own presets).
     variant_architecture: ClassVar[str] = ""
-    default_variant: ClassVar[str] = ""  # the config.family its recipes use by default
     # Its held-out masked-LM accuracy measures the model itself (ELECTRA's is its generator's).
     masked_lm_is_the_model: ClassVar[bool] = True
     # Which shape of run trains it: "encoder" (the pretraining task over the reference shards,
@@ -43,7 +45,6 @@ class Architecture:
     generates: ClassVar[str] = ""
     distills_students: ClassVar[bool] = False  # a task-distillation student (tasks.distill)
     encoder_scope: ClassVar[str] = "bert"  # the encoder's parameters in its task models
-    tokenizer: ClassVar[str] = ""  # what its checkpoints ship, for messages and docs
 
     def unsupported(self, what: str) -> BertJaxError:
         return BertJaxError(f"{what}: not built for {self.title}")

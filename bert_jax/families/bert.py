@@ -29,12 +29,10 @@ class BertFamily(Architecture):
     title: ClassVar[str] = "the BERT family"
     workdir_entries: ClassVar[tuple[str, ...]] = ("bert",)
     variant_architecture: ClassVar[str] = "bert"
-    default_variant: ClassVar[str] = "bert"
     extracts_features: ClassVar[bool] = True
     draws_attention_maps: ClassVar[bool] = True
     distills_students: ClassVar[bool] = True
     generates: ClassVar[str] = "causal"  # the left-to-right BERT (objective ltr)
-    tokenizer: ClassVar[str] = "vocab.txt (WordPiece), spiece.model, vocab.json + merges.txt"
 
     # ---- pretraining ------------------------------------------------------------------------
     def pretraining_model(self, bert_config: Any, objective: Any, generator_size: float) -> Any:

@@ -19,7 +19,6 @@ class ElectraFamily(BertFamily):
     title: ClassVar[str] = "ELECTRA"
     workdir_entries: ClassVar[tuple[str, ...]] = ()  # its workdirs hold a "bert" entry
     variant_architecture: ClassVar[str] = "electra"
-    default_variant: ClassVar[str] = "electra"
     masked_lm_is_the_model: ClassVar[bool] = False
 
     def pretraining_model(self, bert_config: Any, objective: Any, generator_size: float) -> Any:

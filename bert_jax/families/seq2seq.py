@@ -8,9 +8,10 @@ generate`; Hugging Face T5 directories load and export with their spiece.model
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from bert_jax.families.base import Architecture
+from bert_jax.model.seq2seq import Seq2SeqConfig
 
 
 class Seq2SeqFamily(Architecture):
@@ -18,9 +19,6 @@ class Seq2SeqFamily(Architecture):
     title: ClassVar[str] = "an encoder-decoder (T5)"
     hf_model_types: ClassVar[tuple[str, ...]] = ("t5",)
     workdir_entries: ClassVar[tuple[str, ...]] = ("seq2seq",)
+    config_types: ClassVar[tuple[type, ...]] = (Seq2SeqConfig,)
     task_kind: ClassVar[str] = "encoder_decoder"
     generates: ClassVar[str] = "seq2seq"
-    tokenizer: ClassVar[str] = "spiece.model (sentencepiece with 100 sentinels)"
-
-    def load_for_finetuning(self, cfg: Any) -> tuple[Any, Any, bool]:
-        raise self.unsupported("encoder fine-tuning (text-to-text runs instead)")

@@ -44,13 +44,12 @@ class XLNetFamily(Architecture):
     title: ClassVar[str] = "XLNet"
     hf_model_types: ClassVar[tuple[str, ...]] = ("xlnet",)
     workdir_entries: ClassVar[tuple[str, ...]] = ("xlnet",)
+    config_types: ClassVar[tuple[type, ...]] = (XLNetConfig,)
     # Sizes come from BERT's encoder variants (`bert_jax.model.xlnet.pretraining`).
     variant_architecture: ClassVar[str] = "bert"
-    default_variant: ClassVar[str] = "bert"
     padding_side: ClassVar[str] = "left"
     encoder_scope: ClassVar[str] = "transformer"
     extracts_features: ClassVar[bool] = True  # the content stream (no attention maps)
-    tokenizer: ClassVar[str] = "spiece.model (sentencepiece) or tokenizer.json"
 
     # ---- pretraining ------------------------------------------------------------------------
     def pretraining_model(self, bert_config: Any, objective: Any, generator_size: float) -> Any:
