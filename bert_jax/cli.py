@@ -152,9 +152,7 @@ def _renamed_key(flag: str, args: list[str]) -> str | None:
     from bert_jax.task_family_key import RENAMED_KEYS, renamed_key_message
 
     old = flag.removeprefix("--config.")
-    given = next((a.split("=", 1)[1] for a in args if a.startswith("--config=")), None)
-    if given is None and "--config" in args and args.index("--config") + 1 < len(args):
-        given = args[args.index("--config") + 1]
+    given = config_files.config_value(args)
     if old not in RENAMED_KEYS or given is None:
         return None
     from bert_jax.cli_help import load_config

@@ -38,13 +38,28 @@ def resolve(value: str) -> str:
     )
 
 
+def _config_values(args: list[str]) -> list[tuple[int, str, str]]:
+    """(index, prefix, value) of every `--config=X` (prefix "--config=") and `--config X` (the
+    value's own argument, prefix "") in `args`, `-config` too; not the `--config.key` overrides."""
+    found = []
+    for i, arg in enumerate(args):
+        for flag in ("--config", "-config"):
+            if arg.startswith(flag + "="):
+                found.append((i, flag + "=", arg[len(flag) + 1 :]))
+            elif arg == flag and i + 1 < len(args):
+                found.append((i + 1, "", args[i + 1]))
+    return found
+
+
+def config_value(args: list[str]) -> str | None:
+    """The first `--config` value in `args`, as given; None without one."""
+    found = _config_values(args)
+    return found[0][2] if found else None
+
+
 def resolve_argv(args: list[str]) -> list[str]:
     """`args` with every `--config=X` / `--config X` resolved (not the `--config.key` overrides)."""
     out = list(args)
-    for i, arg in enumerate(out):
-        for flag in ("--config", "-config"):
-            if arg.startswith(flag + "="):
-                out[i] = f"{flag}={resolve(arg[len(flag) + 1 :])}"
-            elif arg == flag and i + 1 < len(out):
-                out[i + 1] = resolve(out[i + 1])
+    for i, prefix, value in _config_values(args):
+        out[i] = f"{prefix}{resolve(value)}"
     return out
