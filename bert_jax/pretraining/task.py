@@ -55,7 +55,7 @@ class PretrainingTask:
             )
         # The objective names its family; the family builds the model (ELECTRA's generator and
         # discriminator as one module, XLNet's two-stream LM, BERT's heads).
-        self.family = families.for_objective(self.objective)
+        self.family = families.get(self.spec.family)
         self.model = self.family.pretraining_model(self.bert_config, self.spec, self.generator_size)
 
     @property
