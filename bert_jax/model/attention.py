@@ -1,8 +1,8 @@
 """Multi-head self-attention with a key-padding mask.
 
-The fused `jax.nn.dot_product_attention` is used whenever the probabilities are not needed; when
-they are (returned as attention maps, or dropped out in training as the reference does) the same
-computation is written out, with the softmax in float32 either way.
+`attention_core.attend` (the fused `jax.nn.dot_product_attention` or a named kernel) is used
+whenever the probabilities are not needed; when they are (returned as attention maps, or dropped
+out in training as the reference does) the same scores are written out, softmax in float32.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from bert_jax.config import BertConfig
+from bert_jax.model.attention_core import attend, attention_scores, padding_mask
 from bert_jax.model.layers import compute_dtype, weight_init, zeros_init
 
 
@@ -39,29 +40,17 @@ class SelfAttention(nn.Module):
             )(x_BxLxD)
 
         q_BxLxHxK, k_BxLxHxK, v_BxLxHxK = project("query"), project("key"), project("value")
+        mask = padding_mask(mask_BxL, causal=cfg.causal)
         attention_dropout = not self.deterministic and cfg.attention_probs_dropout_prob > 0
         probs_BxHxLxL = None
         if self.output_attentions or attention_dropout:
-            scores_BxHxLxL = jnp.einsum(
-                "bqhk,bthk->bhqt", q_BxLxHxK, k_BxLxHxK, preferred_element_type=jnp.float32
-            ) / jnp.sqrt(jnp.float32(head_dim))
-            allowed_BxHxLxL = mask_BxL[:, None, None, :]
-            if cfg.causal:
-                length = mask_BxL.shape[-1]
-                allowed_BxHxLxL = allowed_BxHxLxL & jnp.tril(jnp.ones((length, length), bool))
-            scores_BxHxLxL = jnp.where(
-                allowed_BxHxLxL, scores_BxHxLxL, jnp.finfo(jnp.float32).min
-            )
-            probs_BxHxLxL = jax.nn.softmax(scores_BxHxLxL, axis=-1)
+            probs_BxHxLxL = jax.nn.softmax(attention_scores(q_BxLxHxK, k_BxLxHxK, mask), axis=-1)
             dropped_BxHxLxL = nn.Dropout(cfg.attention_probs_dropout_prob)(
                 probs_BxHxLxL, deterministic=self.deterministic
             )
             ctx_BxLxHxK = jnp.einsum("bhqt,bthk->bqhk", dropped_BxHxLxL.astype(dtype), v_BxLxHxK)
         else:
-            ctx_BxLxHxK = jax.nn.dot_product_attention(
-                q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask=mask_BxL[:, None, None, :],
-                is_causal=cfg.causal,
-            )  # fmt: skip
+            ctx_BxLxHxK = attend(q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask)
         out_BxLxD = nn.DenseGeneral(
             cfg.hidden_size,
             axis=(-2, -1),

@@ -1,0 +1,86 @@
+"""Which keys each query may see, and the attention computation every encoder shares.
+
+`AttentionMask` says it once for all kernels: the real tokens of each row (`valid_BxL`), which
+packed sequence each token belongs to (`pack_BxL`, None when a row holds one sequence),
+left-to-right order (`causal`) and a sliding window (`window`, ModernBERT's `local_attention`: a
+query sees keys at most `window // 2` positions away). `allowed()` is the dense boolean form,
+the reference the kernels are tested against.
+
+`attend` computes softmax(q k^T / sqrt(d)) v with that mask by the named implementation. "xla" is
+the default on every backend and the reference; fused kernels are chosen by name, never silently.
+"""
+
+from __future__ import annotations
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+
+from bert_jax.errors import BertJaxError
+
+IMPLEMENTATIONS = ("xla",)
+
+
+@flax.struct.dataclass
+class AttentionMask:
+    valid_BxL: jax.Array  # bool: a real token (keys that are padding are never seen)
+    # int: the packed sequence a token belongs to (1, 2, ...; 0 on padding). A query sees only
+    # keys of its own sequence. None: one sequence per row.
+    pack_BxL: jax.Array | None = None
+    causal: bool = flax.struct.field(pytree_node=False, default=False)
+    window: int = flax.struct.field(pytree_node=False, default=0)  # 0: global attention
+
+    def allowed(self) -> jax.Array:
+        """B x 1 x L x L booleans: query i may attend to key j."""
+        allowed_Bx1x1xL = self.valid_BxL.astype(bool)[:, None, None, :]
+        allowed_Bx1xLxL = jnp.broadcast_to(
+            allowed_Bx1x1xL, (*allowed_Bx1x1xL.shape[:2], self.length, self.length)
+        )
+        if self.pack_BxL is not None:
+            same_BxLxL = self.pack_BxL[:, :, None] == self.pack_BxL[:, None, :]
+            allowed_Bx1xLxL = allowed_Bx1xLxL & same_BxLxL[:, None]
+        query_L1, key_1L = jnp.arange(self.length)[:, None], jnp.arange(self.length)[None, :]
+        if self.causal:
+            allowed_Bx1xLxL = allowed_Bx1xLxL & (key_1L <= query_L1)
+        if self.window:
+            allowed_Bx1xLxL = allowed_Bx1xLxL & (jnp.abs(query_L1 - key_1L) <= self.window // 2)
+        return allowed_Bx1xLxL
+
+    @property
+    def length(self) -> int:
+        return self.valid_BxL.shape[-1]
+
+    def with_window(self, window: int) -> AttentionMask:
+        return self.replace(window=window)
+
+
+def padding_mask(valid_BxL: jax.Array, causal: bool = False) -> AttentionMask:
+    return AttentionMask(valid_BxL=valid_BxL.astype(bool), causal=causal)
+
+
+def check_implementation(name: str, variable: str = "attention_implementation") -> None:
+    if name not in IMPLEMENTATIONS:
+        raise BertJaxError(f"{variable} {name!r}: use one of {IMPLEMENTATIONS}")
+
+
+def attention_scores(q_BxLxHxK: jax.Array, k_BxLxHxK: jax.Array, mask: AttentionMask) -> jax.Array:
+    """Masked scaled scores, B x H x L x L in float32 (masked entries at the float32 minimum)."""
+    head_dim = q_BxLxHxK.shape[-1]
+    scores_BxHxLxL = jnp.einsum(
+        "bqhk,bthk->bhqt", q_BxLxHxK, k_BxLxHxK, preferred_element_type=jnp.float32
+    ) / jnp.sqrt(jnp.float32(head_dim))
+    return jnp.where(mask.allowed(), scores_BxHxLxL, jnp.finfo(jnp.float32).min)
+
+
+def attend(
+    q_BxLxHxK: jax.Array,
+    k_BxLxHxK: jax.Array,
+    v_BxLxHxK: jax.Array,
+    mask: AttentionMask,
+    implementation: str = "xla",
+) -> jax.Array:
+    """The attention output B x L x H x K without materialising probabilities for the caller."""
+    check_implementation(implementation)
+    return jax.nn.dot_product_attention(
+        q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask=mask.allowed(), implementation="xla"
+    )
