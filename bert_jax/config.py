@@ -1,8 +1,8 @@
 """BertConfig: the reference fields, json in and out (reference and Hugging Face), presets.
 
 Architecture fields are what `bert_config.json` / HF `config.json` store. The runtime fields
-(`dtype`, `scan_layers`, `remat_policy`) choose how the same weights are computed and are never
-written to disk.
+(`dtype`, `scan_layers`, `remat_policy`, `attention_implementation`) choose how the same weights
+are computed and are never written to disk.
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ GELU_ACTIVATIONS = {
 REMAT_POLICIES = ("none", "full", "dots", "dots_no_batch")
 # Cross-layer parameter sharing (ALBERT): which half of every layer is one set of weights.
 SHARE_LAYERS = ("none", "all", "attention", "ffn")
+# The kernels bert_jax.model.attention_core.attend can run; "xla" is the reference.
+ATTENTION_IMPLEMENTATIONS = ("xla",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +63,9 @@ class BertConfig:
     dtype: str = "float32"  # compute dtype; parameters always float32
     scan_layers: bool = False
     remat_policy: str = "none"
+    # Which kernel computes attention (bert_jax.model.attention_core.IMPLEMENTATIONS); "xla" is
+    # the reference every other kernel is tested against.
+    attention_implementation: str = "xla"
 
     def __post_init__(self) -> None:
         if self.hidden_size % self.num_attention_heads:
@@ -76,6 +81,11 @@ class BertConfig:
             raise BertJaxError(f"dtype {self.dtype!r}: use float32 or bfloat16")
         if self.remat_policy not in REMAT_POLICIES:
             raise BertJaxError(f"remat_policy {self.remat_policy!r}: use one of {REMAT_POLICIES}")
+        if self.attention_implementation not in ATTENTION_IMPLEMENTATIONS:
+            raise BertJaxError(
+                f"attention_implementation {self.attention_implementation!r}: use one of "
+                f"{ATTENTION_IMPLEMENTATIONS}"
+            )
         if self.share_layers not in SHARE_LAYERS:
             raise BertJaxError(f"share_layers {self.share_layers!r}: use one of {SHARE_LAYERS}")
         if self.embedding_size is not None and self.embedding_size <= 0:

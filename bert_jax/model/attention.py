@@ -50,7 +50,9 @@ class SelfAttention(nn.Module):
             )
             ctx_BxLxHxK = jnp.einsum("bhqt,bthk->bqhk", dropped_BxHxLxL.astype(dtype), v_BxLxHxK)
         else:
-            ctx_BxLxHxK = attend(q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask)
+            ctx_BxLxHxK = attend(
+                q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask, cfg.attention_implementation
+            )
         out_BxLxD = nn.DenseGeneral(
             cfg.hidden_size,
             axis=(-2, -1),

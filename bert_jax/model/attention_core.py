@@ -16,9 +16,10 @@ import flax.struct
 import jax
 import jax.numpy as jnp
 
+from bert_jax.config import ATTENTION_IMPLEMENTATIONS
 from bert_jax.errors import BertJaxError
 
-IMPLEMENTATIONS = ("xla",)
+IMPLEMENTATIONS = ATTENTION_IMPLEMENTATIONS
 
 
 @flax.struct.dataclass
