@@ -27,6 +27,8 @@ from bert_jax.tokenization import layout as layout_lib
 from bert_jax.tokenization.tokenizers_backed import TokenizersBacked
 
 SPECIAL_TOKENS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")  # RoBERTa's ids 0 1 2 3 (mask last)
+# ModernBERT's byte-level BPE (OLMo's) names its specials as BERT does, in the same roles.
+BERT_STYLE_SPECIALS = ("[CLS]", "[PAD]", "[SEP]", "[UNK]", "[MASK]")
 VOCAB, MERGES, TOKENIZER_JSON = "vocab.json", "merges.txt", "tokenizer.json"
 
 
@@ -117,7 +119,7 @@ class ByteBpeTokenizer(TokenizersBacked):
     """Byte-level BPE (RoBERTa): tokenize / encode / encode_batch / convert_* / vocab / inv_vocab,
     as FullTokenizer, with the ids of `<s> </s> <pad> <unk> <mask>`."""
 
-    layout = layout_lib.ROBERTA
+    layout = layout_lib.ROBERTA  # or MODERNBERT's, by the special tokens the vocab has
     do_lower_case = False  # byte-level BPE is cased: it never changes the text
 
     def __init__(self, path: str | os.PathLike):
@@ -131,23 +133,32 @@ class ByteBpeTokenizer(TokenizersBacked):
         self.vocab_file = str(p)
         self.backend = _load_backend(p)
         vocab = self.backend.get_vocab(with_added_tokens=True)
-        missing = [t for t in SPECIAL_TOKENS if t not in vocab]
-        if missing:
-            raise BertJaxError(
-                f"{p}: vocab lacks {', '.join(missing)}; a RoBERTa vocab needs "
-                f"{', '.join(SPECIAL_TOKENS)}"
-            )
+        specials, self.layout = _specials_of(vocab, p)
         # As RobertaTokenizerFast: the special tokens are matched whole in the text (a
         # tokenizer.json keeps its own settings for those it lists, e.g. <mask>'s lstrip).
         listed = {t.content for t in self.backend.get_added_tokens_decoder().values()}
         self.backend.add_special_tokens(
             [
-                AddedToken(t, normalized=False, special=True)
-                for t in SPECIAL_TOKENS
-                if t not in listed
+                AddedToken(t, normalized=False, special=True) for t in specials if t not in listed
             ]  # fmt: skip
         )
         self._set_vocab(vocab)
         self.cls_id, self.pad_id, self.sep_id, self.unk_id, self.mask_id = (
-            vocab[t] for t in SPECIAL_TOKENS
+            vocab[t] for t in specials
         )
+
+
+def _specials_of(vocab: dict[str, int], path: epath.Path) -> tuple[tuple[str, ...], object]:
+    """The special tokens (cls, pad, sep, unk, mask) and layout of a byte-level BPE vocab:
+    RoBERTa's `<s>`... or ModernBERT's `[CLS]`..."""
+    for specials, layout in (
+        (SPECIAL_TOKENS, layout_lib.ROBERTA),
+        (BERT_STYLE_SPECIALS, layout_lib.MODERNBERT),
+    ):
+        if all(t in vocab for t in specials):
+            return specials, layout
+    missing = [t for t in SPECIAL_TOKENS if t not in vocab]
+    raise BertJaxError(
+        f"{path}: vocab lacks {', '.join(missing)}; a byte-level BPE vocab needs RoBERTa's "
+        f"{', '.join(SPECIAL_TOKENS)} or ModernBERT's {', '.join(BERT_STYLE_SPECIALS)}"
+    )

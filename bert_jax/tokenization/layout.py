@@ -2,6 +2,7 @@
 
     BERT (WordPiece, sentencepiece):  [CLS] A [SEP]        [CLS] A [SEP] B [SEP]   types 0.. 1..
     RoBERTa (byte-level BPE):         <s> A </s>           <s> A </s></s> B </s>   types all 0
+    ModernBERT (byte-level BPE):      [CLS] A [SEP]        [CLS] A [SEP] B [SEP]   types all 0
     XLNet (sentencepiece):            <cls> A <sep>        <cls> A <sep> B <sep>   types 0.. 1..
 
 XLNet's own order puts <cls> last and pads on the left; the featurizers write the first form and
@@ -38,6 +39,8 @@ BERT = SpecialLayout("[CLS]", "[SEP]", ("[SEP]",), "[UNK]", None, 1, "")
 # RobertaTokenizer(Fast) with add_prefix_space for words split beforehand, as transformers'
 # token-classification and SQuAD scripts do for RoBERTa.
 ROBERTA = SpecialLayout("<s>", "</s>", ("</s>", "</s>"), "<unk>", "<pad>", 0, " ")
+# ModernBERT: byte-level BPE with BERT's [CLS]/[SEP] and no token types (all 0).
+MODERNBERT = SpecialLayout("[CLS]", "[SEP]", ("[SEP]",), "[UNK]", "[PAD]", 0, " ")
 
 XLNET = SpecialLayout("<cls>", "<sep>", ("<sep>",), "<unk>", "<pad>", 1, "")
 XLNET_CLS_SEGMENT = 2  # XLNetTokenizer's token type of <cls>
