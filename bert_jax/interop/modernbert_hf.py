@@ -1,0 +1,188 @@
+"""Hugging Face ModernBERT directories <-> our ModernBERT parameters.
+
+    config, params, architecture = load_hf_dir("modernbert-dir/")
+    export_hf_dir(params, config, "out/", "ModernBertForMaskedLM", tokenizer_file)
+
+Names are transformers' (`model.layers.3.attn.Wqkv.weight` <-> `model/layer_3/attn/Wqkv/kernel`);
+Linear weights are transposed and the fused projections reshaped to (in, 3, heads, head_dim) and
+(heads, head_dim, out). The masked-LM decoder is tied to the token embeddings (only its bias is
+stored). A directory is written as one set (`bert_jax.file_set`): a failed export leaves the
+previous one or nothing, never a half-written directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import jax
+import numpy as np
+from etils import epath
+from flax.core import meta
+
+from bert_jax import file_set
+from bert_jax.errors import BertJaxError
+from bert_jax.model import modernbert as mb
+
+ARCHITECTURES = {
+    "ModernBertModel": None,
+    "ModernBertForMaskedLM": lambda c: mb.ModernBertForMaskedLM(c),
+    "ModernBertForSequenceClassification": lambda c, n=2: mb.ModernBertForSequenceClassification(
+        c, n
+    ),
+    "ModernBertForTokenClassification": lambda c, n=2: mb.ModernBertForTokenClassification(c, n),
+    "ModernBertForQuestionAnswering": lambda c: mb.ModernBertForQuestionAnswering(c),
+    "ModernBertForMultipleChoice": lambda c: mb.ModernBertForMultipleChoice(c),
+}
+SAFETENSORS = "model.safetensors"
+
+
+def _hf_name(path: tuple[str, ...]) -> str:
+    """Our parameter path (unscanned) -> transformers' state-dict key."""
+    *scopes, leaf = path
+    names = [f"layers.{s[len('layer_') :]}" if s.startswith("layer_") else s for s in scopes]
+    if leaf == "decoder_bias":
+        return "decoder.bias"
+    suffix = {"kernel": "weight", "embedding": "weight", "scale": "weight", "bias": "bias"}[leaf]
+    return ".".join([*names, suffix])
+
+
+def _to_hf(path: tuple[str, ...], value: np.ndarray, hidden: int) -> np.ndarray:
+    if path[-1] != "kernel":
+        return value.reshape(-1) if path[-1] == "bias" else value
+    if path[-2] == "Wqkv":
+        return value.reshape(hidden, -1).T
+    if path[-2] == "Wo" and path[-3] == "attn":
+        return value.reshape(-1, hidden).T
+    return value.T
+
+
+def _from_hf(path: tuple[str, ...], value: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    value = value.T if path[-1] == "kernel" else value
+    return value.reshape(shape)
+
+
+def _paths(tree: Any) -> list[tuple[tuple[str, ...], Any]]:
+    flat = jax.tree_util.tree_flatten_with_path(tree)[0]
+    return [(tuple(str(getattr(k, "key", k)) for k in path), leaf) for path, leaf in flat]
+
+
+def unscan(params: Any, config: mb.ModernBertConfig) -> Any:
+    """The scanned layout's `layers` (layers 1..N-1 stacked) as layer_1, layer_2, ..."""
+    params = meta.unbox(params)
+    out = dict(params)
+    for scope, tree in params.items():
+        if isinstance(tree, dict) and "layers" in tree:
+            inner = dict(tree)
+            stacked = inner.pop("layers")
+            for i in range(1, config.num_hidden_layers):
+                inner[f"layer_{i}"] = jax.tree_util.tree_map(lambda a, i=i: a[i - 1], stacked)
+            out[scope] = inner
+    return out
+
+
+def hf_state_dict(params: Any, config: mb.ModernBertConfig) -> dict[str, np.ndarray]:
+    """transformers' state dict of a head's parameters (the decoder weight is tied: omitted)."""
+    tree = unscan(jax.device_get(params), config)
+    return {
+        _hf_name(p): np.ascontiguousarray(_to_hf(p, np.asarray(v, np.float32), config.hidden_size))
+        for p, v in _paths(tree)
+    }
+
+
+def params_from_state_dict(
+    state: dict[str, np.ndarray], config: mb.ModernBertConfig, architecture: str,
+    source: str = "state dict", num_labels: int = 2,
+) -> Any:  # fmt: skip
+    """Our (unscanned) parameters of `architecture` from a transformers state dict."""
+    template = _template(config.replace(scan_layers=False), architecture, num_labels)
+    leaves = []
+    for path, shape in _paths(template):
+        name = _hf_name(path)
+        if name not in state:
+            raise BertJaxError(f"{source}: has no tensor {name} (needed by {architecture})")
+        value = np.asarray(state[name], np.float32)
+        expected = _to_hf(path, np.zeros(shape.shape, np.float32), config.hidden_size).shape
+        if value.shape != expected:
+            raise BertJaxError(f"{source}: {name} has shape {value.shape}, expected {expected}")
+        leaves.append(_from_hf(path, value, shape.shape))
+    return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(template), leaves)
+
+
+def _template(config: mb.ModernBertConfig, architecture: str, num_labels: int) -> Any:
+    if architecture == "ModernBertModel":
+        model, prefix = mb.ModernBertModel(config), True
+    elif architecture in ARCHITECTURES:
+        build = ARCHITECTURES[architecture]
+        model = build(config, num_labels) if "Classification" in architecture else build(config)
+        prefix = False
+    else:
+        raise BertJaxError(f"architecture {architecture!r}: use one of {', '.join(ARCHITECTURES)}")
+    ids = np.zeros((1, 1, 4) if architecture.endswith("MultipleChoice") else (1, 4), np.int32)
+    kw = {"input_ids_BxCxL": ids} if ids.ndim == 3 else {}
+    args = () if kw else (ids,)
+    shapes = jax.eval_shape(lambda: model.init(jax.random.PRNGKey(0), *args, **kw))["params"]
+    shapes = meta.unbox(shapes)
+    return {"model": shapes} if prefix else shapes
+
+
+def load_hf_dir(path: str | os.PathLike, **runtime: Any) -> tuple[mb.ModernBertConfig, Any, str]:
+    """(config, parameters, architecture) of a Hugging Face ModernBERT directory; the encoder's
+    parameters are under "model" for every architecture."""
+    from safetensors.numpy import load as load_safetensors
+
+    d = epath.Path(path)
+    config_file, weights = d / "config.json", d / SAFETENSORS
+    for f in (config_file, weights):
+        if not f.exists():
+            raise BertJaxError(f"{f}: no such file (a Hugging Face ModernBERT directory)")
+    try:
+        raw = json.loads(config_file.read_text())
+    except ValueError as e:
+        raise BertJaxError(f"{config_file}: not JSON ({e})") from None
+    config = mb.ModernBertConfig.from_hf_dict(raw, str(config_file), **runtime)
+    architecture = (raw.get("architectures") or ["ModernBertModel"])[0]
+    try:
+        state = load_safetensors(weights.read_bytes())
+    except Exception as e:  # safetensors raises its own error types on a damaged file
+        raise BertJaxError(f"{weights}: unreadable safetensors file ({e})") from None
+    if architecture == "ModernBertModel" and not any(k.startswith("model.") for k in state):
+        state = {f"model.{k}": v for k, v in state.items()}  # a bare model saves without prefix
+    labels = len(raw.get("id2label") or {}) or 2
+    params = params_from_state_dict(state, config, architecture, str(weights), labels)
+    return config, params, architecture
+
+
+def export_hf_dir(
+    params: Any, config: mb.ModernBertConfig, out_dir: str | os.PathLike, architecture: str,
+    tokenizer_files: dict[str, epath.Path] | None = None, extra_config: dict | None = None,
+) -> epath.Path:  # fmt: skip
+    """Write config.json, model.safetensors (and the tokenizer's files) as one set."""
+    from safetensors.numpy import save as save_safetensors
+
+    if architecture not in ARCHITECTURES:
+        raise BertJaxError(f"architecture {architecture!r}: use one of {', '.join(ARCHITECTURES)}")
+    state = hf_state_dict(params, config)
+    if architecture == "ModernBertModel":
+        state = {k.removeprefix("model."): v for k, v in state.items()}
+    hf_config = config.to_hf_dict() | {"architectures": [architecture]} | (extra_config or {})
+    files = {
+        "config.json": (json.dumps(hf_config, indent=2) + "\n").encode(),
+        SAFETENSORS: save_safetensors(state, metadata={"format": "pt"}),
+    }
+    for name, src in (tokenizer_files or {}).items():
+        files[name] = epath.Path(src).read_bytes()
+    file_set.publish(out_dir, files)
+    return epath.Path(out_dir)
+
+
+def export_pretraining_run(
+    config: mb.ModernBertConfig, params: Any, out_dir: str | os.PathLike, vocab: Any
+) -> epath.Path:
+    """A pretraining run's ModernBertPretraining weights as ModernBertForMaskedLM."""
+    from bert_jax.tokenization.directory import tokenizer_file_set
+
+    inner = meta.unbox(jax.device_get(params))["mlm"]
+    tokenizer = tokenizer_file_set(vocab) if vocab else None
+    return export_hf_dir(inner, config, out_dir, "ModernBertForMaskedLM", tokenizer)
