@@ -173,6 +173,7 @@ def export_hf_dir(
     }
     for name, src in (tokenizer_files or {}).items():
         files[name] = epath.Path(src).read_bytes()
+    epath.Path(out_dir).mkdir(parents=True, exist_ok=True)
     file_set.publish(out_dir, files)
     return epath.Path(out_dir)
 

@@ -1,0 +1,191 @@
+"""ModernBERT against transformers' PyTorch ModernBert* on identical random weights: every
+layer's hidden states and every head's logits <= 1e-5 (float32), in the padded layout (rows with
+different padding) and the packed one (three sequences in one row against each run alone), with
+sequences longer than the local window so that both kinds of layer matter. Then the directory
+round trip: our export loads in transformers, and a missing tensor is named."""
+
+from __future__ import annotations
+
+import json
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from bert_jax.errors import BertJaxError
+from bert_jax.interop import modernbert_hf
+from bert_jax.model import modernbert as mb
+
+LENGTH, VOCAB, TOL = 24, 100, 1e-5
+HEADS = {
+    "ModernBertForMaskedLM": {},
+    "ModernBertForSequenceClassification": {"num_labels": 3},
+    "ModernBertForTokenClassification": {"num_labels": 4},
+    "ModernBertForQuestionAnswering": {},
+    "ModernBertForMultipleChoice": {},
+}
+
+
+def _hf_config(**kw):
+    import transformers
+
+    return transformers.ModernBertConfig(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=48, num_hidden_layers=4,
+        num_attention_heads=2, local_attention=8, max_position_embeddings=64, pad_token_id=0,
+        cls_token_id=1, sep_token_id=2, bos_token_id=1, eos_token_id=2,
+        attn_implementation="eager", **kw,
+    )  # fmt: skip
+
+
+def _torch_model(architecture: str, **kw):
+    """A transformers model with every parameter (norm scales too) moved off its init."""
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    model = getattr(transformers, architecture)(_hf_config(**kw)).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    return model
+
+
+def _ours(model, architecture: str, **kw):
+    config = mb.ModernBertConfig.from_hf_dict(model.config.to_dict(), "hf", **kw)
+    state = {k: v.detach().numpy() for k, v in model.state_dict().items()}
+    labels = model.config.num_labels
+    return config, modernbert_hf.params_from_state_dict(state, config, architecture, "hf", labels)
+
+
+def _rows(n: int = 3, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rs = np.random.RandomState(seed)
+    ids = rs.randint(3, VOCAB, size=(n, LENGTH))
+    ids[:, 0] = 1
+    mask = np.ones_like(ids)
+    for row, real in enumerate([LENGTH, 17, 11][:n]):
+        mask[row, real:] = 0
+        ids[row, real:] = 0
+    return ids, mask
+
+
+def _close(ours, theirs, where=None) -> None:
+    diff = np.abs(np.asarray(ours, np.float64) - np.asarray(theirs, np.float64))
+    assert (diff[where] if where is not None else diff).max() <= TOL
+
+
+@pytest.mark.parametrize("scan", [False, True])
+def test_every_hidden_state_and_the_mlm_logits_padded(scan):
+    import torch
+
+    hf = _torch_model("ModernBertForMaskedLM")
+    config, params = _ours(hf, "ModernBertForMaskedLM")
+    ids, mask = _rows()
+    with torch.no_grad():
+        ref = hf(torch.tensor(ids), attention_mask=torch.tensor(mask), output_hidden_states=True)
+    real = mask.astype(bool)
+    if scan:  # the scanned layout: the same weights, layers 1..N-1 stacked
+        config = config.replace(scan_layers=True)
+        stacked = {f"layer_{i}": params["model"].pop(f"layer_{i}") for i in range(1, 4)}
+        params["model"]["layers"] = {
+            k: _stack([stacked[f"layer_{i}"][k] for i in range(1, 4)]) for k in stacked["layer_1"]
+        }
+    enc = mb.ModernBertModel(config).apply(
+        {"params": params["model"]}, jnp.asarray(ids), jnp.asarray(mask), output_hidden_states=True
+    )
+    assert len(enc.hidden_states) == len(ref.hidden_states) == 5
+    for ours, theirs in zip(enc.hidden_states, ref.hidden_states, strict=True):
+        _close(ours, theirs.numpy(), real)
+    logits = mb.ModernBertForMaskedLM(config).apply({"params": params}, ids, mask)
+    _close(logits, ref.logits.numpy(), real)
+    if scan:  # and the converter reads the scanned layout back to transformers' names
+        state = modernbert_hf.hf_state_dict(params, config)
+        assert np.allclose(state["model.layers.2.mlp.Wi.weight"], hf.state_dict()[
+            "model.layers.2.mlp.Wi.weight"].numpy())  # fmt: skip
+
+
+def _stack(trees):
+    import jax
+
+    return jax.tree_util.tree_map(lambda *a: jnp.stack(a), *trees)
+
+
+@pytest.mark.parametrize("architecture", list(HEADS))
+def test_task_heads_padded(architecture):
+    import torch
+
+    hf = _torch_model(architecture, classifier_pooling="mean", **HEADS[architecture])
+    config, params = _ours(hf, architecture)
+    ids, mask = _rows()
+    model = modernbert_hf.ARCHITECTURES[architecture]
+    model = model(config, hf.config.num_labels) if "Classif" in architecture else model(config)
+    if architecture.endswith("MultipleChoice"):  # 1 question x 3 choices
+        choices = {"input_ids_BxCxL": ids[None], "input_mask_BxCxL": mask[None]}
+        ours = model.apply({"params": params}, **choices)
+        with torch.no_grad():
+            ref = hf(torch.tensor(ids[None]), attention_mask=torch.tensor(mask[None])).logits
+        return _close(ours, ref.numpy())
+    ours = model.apply({"params": params}, ids, mask)
+    with torch.no_grad():
+        ref = hf(torch.tensor(ids), attention_mask=torch.tensor(mask))
+    if architecture.endswith("QuestionAnswering"):
+        real = mask.astype(bool)
+        _close(ours[0], ref.start_logits.numpy(), real)
+        return _close(ours[1], ref.end_logits.numpy(), real)
+    real = mask.astype(bool) if architecture.endswith("TokenClassification") else None
+    _close(ours, ref.logits.numpy(), real)
+
+
+@pytest.mark.parametrize("pooling", ["cls", "mean"])
+def test_packed_row_equals_each_sequence_alone(pooling):
+    """Three sequences (10, 9 and 5 tokens) in one row of 24: per-token hidden states and MLM
+    logits, and the classifier's per-sequence logits, equal transformers on each sequence."""
+    import torch
+
+    hf = _torch_model("ModernBertForSequenceClassification", classifier_pooling=pooling)
+    config, params = _ours(hf, "ModernBertForSequenceClassification")
+    rs = np.random.RandomState(1)
+    lengths = (10, 9, 5)
+    seqs = [np.concatenate([[1], rs.randint(3, VOCAB, n - 1)]) for n in lengths]
+    ids = np.concatenate(seqs)[None]
+    pack = np.concatenate([np.full(n, i + 1) for i, n in enumerate(lengths)])[None].astype(np.int32)
+    enc = mb.ModernBertModel(config).apply(
+        {"params": params["model"]}, ids, np.ones_like(ids), pack, output_hidden_states=True
+    )
+    head = mb.ModernBertForSequenceClassification(config, 2, max_sequences=4)
+    logits_1xSx2 = head.apply({"params": params}, ids, np.ones_like(ids), None, pack)
+    start = 0
+    for s, seq in enumerate(seqs):
+        with torch.no_grad():
+            ref = hf(torch.tensor(seq[None]), output_hidden_states=True)
+        for ours, theirs in zip(enc.hidden_states, ref.hidden_states, strict=True):
+            _close(ours[0, start : start + len(seq)], theirs[0].numpy())
+        _close(logits_1xSx2[0, s], ref.logits[0].numpy())
+        start += len(seq)
+
+
+def test_export_loads_in_transformers_and_bad_input_is_named(tmp_path):
+    import torch
+    import transformers
+    from safetensors.numpy import load_file, save_file
+
+    hf = _torch_model("ModernBertForMaskedLM")
+    config, params = _ours(hf, "ModernBertForMaskedLM")
+    out = modernbert_hf.export_hf_dir(params, config, tmp_path / "hf", "ModernBertForMaskedLM")
+    loaded = transformers.AutoModelForMaskedLM.from_pretrained(out, attn_implementation="eager")
+    ids, mask = _rows()
+    with torch.no_grad():
+        theirs = loaded(torch.tensor(ids), attention_mask=torch.tensor(mask)).logits.numpy()
+    _close(mb.ModernBertForMaskedLM(config).apply({"params": params}, ids, mask), theirs,
+           mask.astype(bool))  # fmt: skip
+    # Our loader reads it back (what fine-tuning and convert use).
+    config2, params2, arch = modernbert_hf.load_hf_dir(out)
+    assert arch == "ModernBertForMaskedLM" and config2 == config
+    state = load_file(out / "model.safetensors")
+    del state["model.layers.1.attn.Wqkv.weight"]
+    save_file(state, out / "model.safetensors")
+    with pytest.raises(BertJaxError, match=r"model.safetensors: has no tensor model.layers.1.attn"):
+        modernbert_hf.load_hf_dir(out)
+    raw = json.loads((out / "config.json").read_text())
+    (out / "config.json").write_text(json.dumps(raw | {"layer_types": ["sliding_attention"] * 4}))
+    with pytest.raises(BertJaxError, match=r"config.json: layer_types"):
+        modernbert_hf.load_hf_dir(out)
