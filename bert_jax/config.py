@@ -28,8 +28,9 @@ GELU_ACTIVATIONS = {
 REMAT_POLICIES = ("none", "full", "dots", "dots_no_batch")
 # Cross-layer parameter sharing (ALBERT): which half of every layer is one set of weights.
 SHARE_LAYERS = ("none", "all", "attention", "ffn")
-# The kernels bert_jax.model.attention_core.attend can run; "xla" is the reference.
-ATTENTION_IMPLEMENTATIONS = ("xla",)
+# The kernels bert_jax.model.attention_core.attend can run: "xla" (the reference, every backend),
+# "cudnn" (NVIDIA GPU, bfloat16), "splash" (TPU).
+ATTENTION_IMPLEMENTATIONS = ("xla", "cudnn", "splash")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,8 +6,16 @@ left-to-right order (`causal`) and a sliding window (`window`, ModernBERT's `loc
 query sees keys at most `window // 2` positions away). `allowed()` is the dense boolean form,
 the reference the kernels are tested against.
 
-`attend` computes softmax(q k^T / sqrt(d)) v with that mask by the named implementation. "xla" is
-the default on every backend and the reference; fused kernels are chosen by name, never silently.
+`attend` computes softmax(q k^T / sqrt(d)) v with that mask by the named implementation, chosen
+by name, never silently:
+- "xla" (default, every backend, the reference): jax.nn.dot_product_attention with `allowed()`.
+- "cudnn" (NVIDIA GPU; attention_kernels/cudnn.py): bfloat16/float16 only, head size a multiple
+  of 8 up to 128 (256 on Hopper). Padding, causal and a causal window become lengths and flags;
+  packing or a two-sided window becomes the dense mask (cuDNN adds it as a bias).
+- "splash" (TPU; attention_kernels/splash.py): L a multiple of 128; padding and packing become
+  segment ids (padding 0), causal/window a static block-sparse mask; q pre-scaled by 1/sqrt(d).
+Head size 64 (BERT's) is native to both kernels: nothing is padded (the Splash docstring says why).
+Asking for a kernel on the wrong backend is a one-line BertJaxError, not an XLA trace.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ import jax.numpy as jnp
 
 from bert_jax.config import ATTENTION_IMPLEMENTATIONS
 from bert_jax.errors import BertJaxError
+from bert_jax.model.attention_kernels.cudnn import cudnn_attention
 
 IMPLEMENTATIONS = ATTENTION_IMPLEMENTATIONS
 
@@ -82,6 +91,13 @@ def attend(
 ) -> jax.Array:
     """The attention output B x L x H x K without materialising probabilities for the caller."""
     check_implementation(implementation)
+    if implementation == "cudnn":
+        return cudnn_attention(q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask)
+    if implementation == "splash":
+        # Imported here: Pallas' TPU modules cost every other run ~50 ms of import.
+        from bert_jax.model.attention_kernels.splash import splash_attention
+
+        return splash_attention(q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask)
     return jax.nn.dot_product_attention(
         q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask=mask.allowed(), implementation="xla"
     )

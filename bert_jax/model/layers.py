@@ -81,6 +81,11 @@ def activation_rules(rules: tuple) -> Iterator[None]:
         _ACTIVATION_RULES.reset(token)
 
 
+def current_activation_rules() -> tuple | None:
+    """The rules `activation_rules` set while a step is traced (None outside one)."""
+    return _ACTIVATION_RULES.get()
+
+
 def constrain_batch(x_BxLxD: jax.Array) -> jax.Array:
     """Keep activations split over the batch (the `batch` rule, data x fsdp). Without it XLA
     propagates the embedding table's `embed -> fsdp` sharding into the activations and holds the

@@ -224,6 +224,7 @@ def bert_config_from(config: Any) -> BertConfig:
             "dtype": config.dtype,
             "scan_layers": bool(config.scan_layers),
             "remat_policy": config.remat_policy,
+            "attention_implementation": config.get("attention_implementation", "xla"),
             "hidden_dropout_prob": float(config.hidden_dropout_prob),
             "attention_probs_dropout_prob": float(config.attention_probs_dropout_prob),
             "causal": objectives.get(config.objective).causal,

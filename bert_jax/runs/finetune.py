@@ -138,6 +138,10 @@ def run_once(cfg, job, pre, workdir: str | epath.Path, distill=None) -> dict[str
     workdir = epath.Path(workdir)
     family = families.for_model_config(pre.config)
     bert = pre.config.replace(dtype=cfg.dtype)
+    if (kernel := cfg.get("attention_implementation", "xla")) != "xla":
+        if not hasattr(bert, "attention_implementation"):  # XLNet, T5: their own attention
+            raise BertJaxError(f"attention_implementation {kernel!r}: {family.name} has only xla")
+        bert = bert.replace(attention_implementation=kernel)
     batch = cfg.train_batch_size
     if cfg.get("feature_based", False):  # Table 7: frozen features + BiLSTM, same loop
         task, train = feature_ner.prepare(cfg, job, bert, pre.params["bert"], batch)

@@ -72,6 +72,9 @@ def pretrain_config(preset: str = "base") -> ml_collections.ConfigDict:
     c.dtype = "bfloat16"
     c.scan_layers = False  # one compiled layer applied N times (faster compiles)
     c.remat_policy = "none"  # none | full | dots | dots_no_batch
+    # xla (every backend) | cudnn (NVIDIA GPU, bfloat16) | splash (TPU, length a multiple of 128);
+    # the kernels run only where attention probabilities are not needed (attention dropout 0).
+    c.attention_implementation = "xla"
     c.hidden_dropout_prob = 0.1  # dropout after embeddings, attention output and FFN
     c.attention_probs_dropout_prob = 0.1  # dropout on attention probabilities
     c.objective = "mlm_nsp"  # a bert_jax.objectives name: mlm_nsp | mlm | mlm_sop | full_sentences
@@ -133,6 +136,7 @@ def finetune_config(task_family: str) -> ml_collections.ConfigDict:
     c.log_every_steps = 50
     c.keep_checkpoints = 1
     c.num_devices = 0  # 0 = all devices; small CPU runs may be faster on 1
+    c.attention_implementation = "xla"  # xla | cudnn | splash, as in pretraining
     # The paper's sweep (A.3 / section 4.1) and seed restarts; best = best mean dev headline.
     c.sweep = False  # True: one run per (lr, epochs, batch) of the sweep_* grids
     c.sweep_learning_rates = (5e-5, 4e-5, 3e-5, 2e-5)  # the sweep's learning rates
