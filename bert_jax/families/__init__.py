@@ -13,8 +13,8 @@ except ELECTRA's discriminator.)
     model = arch.classifier(config, num_labels=2)
 
 Families: bert (BERT, RoBERTa, ALBERT, DistilBERT, causal BERT: presets of one encoder),
-electra, xlnet, seq2seq (T5, Transformer, RNN). Adding one is a module here plus a line in
-`_BUILT`.
+electra, xlnet, seq2seq (T5, Transformer, RNN), modernbert. Adding one is a module here plus a
+line in `_BUILT`.
 """
 
 from __future__ import annotations
@@ -30,12 +30,15 @@ from bert_jax.errors import BertJaxError
 from bert_jax.families.base import Architecture
 from bert_jax.families.bert import BertFamily
 from bert_jax.families.electra import ElectraFamily
+from bert_jax.families.modernbert import ModernBertFamily
 from bert_jax.families.seq2seq import Seq2SeqFamily
 from bert_jax.families.xlnet import XLNetFamily
 from bert_jax.model.families import FAMILIES as VARIANTS
 from bert_jax.model.families import get_family as get_variant
 
-_BUILT: tuple[Architecture, ...] = (BertFamily(), ElectraFamily(), XLNetFamily(), Seq2SeqFamily())
+_BUILT: tuple[Architecture, ...] = (
+    BertFamily(), ElectraFamily(), XLNetFamily(), Seq2SeqFamily(), ModernBertFamily()
+)
 FAMILIES: dict[str, Architecture] = {f.name: f for f in _BUILT}
 _BY_HF_TYPE = {t: f for f in _BUILT for t in f.hf_model_types}
 # Model config classes other than BertConfig (every BERT variant's, ELECTRA's included).

@@ -173,9 +173,24 @@ def export_hf_dir(
     }
     for name, src in (tokenizer_files or {}).items():
         files[name] = epath.Path(src).read_bytes()
+    if "tokenizer.json" in files and "tokenizer_config.json" not in files:
+        files["tokenizer_config.json"] = _tokenizer_config(files["tokenizer.json"])
     epath.Path(out_dir).mkdir(parents=True, exist_ok=True)
     file_set.publish(out_dir, files)
     return epath.Path(out_dir)
+
+
+def _tokenizer_config(tokenizer_json: bytes) -> bytes:
+    """transformers' tokenizer_config.json for a tokenizer.json with BERT-style special tokens
+    (what ModernBERT's release ships), so that AutoTokenizer knows [CLS], [SEP], [PAD]..."""
+    vocab = json.loads(tokenizer_json).get("added_tokens") or []
+    present = {t.get("content") for t in vocab}
+    roles = {"cls_token": "[CLS]", "sep_token": "[SEP]", "pad_token": "[PAD]",
+             "unk_token": "[UNK]", "mask_token": "[MASK]"}  # fmt: skip
+    config = {"tokenizer_class": "PreTrainedTokenizerFast",
+              "model_input_names": ["input_ids", "attention_mask"]}  # fmt: skip
+    config.update({role: token for role, token in roles.items() if token in present})
+    return (json.dumps(config, indent=2) + "\n").encode()
 
 
 def export_pretraining_run(
@@ -187,3 +202,49 @@ def export_pretraining_run(
     inner = meta.unbox(jax.device_get(params))["mlm"]
     tokenizer = tokenizer_file_set(vocab) if vocab else None
     return export_hf_dir(inner, config, out_dir, "ModernBertForMaskedLM", tokenizer)
+
+
+# transformers' class of a fine-tuning run's head, by its task family.
+TASK_ARCHITECTURES = {
+    "glue": "ModernBertForSequenceClassification",
+    "ner": "ModernBertForTokenClassification",
+    "squad": "ModernBertForQuestionAnswering",
+    "swag": "ModernBertForMultipleChoice",
+}
+
+
+def convert(path: str | os.PathLike, out_dir: str | os.PathLike, labels_of=None) -> str:
+    """`bert-jax convert` of a ModernBERT directory, or of a workdir fine-tuned from one (its
+    head as ModernBertFor<Task>; `labels_of(run)` gives (label names, problem_type))."""
+    from bert_jax.checkpoint import read_workdir_config
+    from bert_jax.interop.workdir_params import restore_workdir_params
+    from bert_jax.task_family_key import saved_task_family
+    from bert_jax.tokenization.directory import tokenizer_file_in, tokenizer_file_set
+
+    d = epath.Path(path)
+    tokenizer = tokenizer_file_in(d)
+    files = tokenizer_file_set(tokenizer) if tokenizer else None
+    extra: dict = {}
+    if (d / "checkpoints").is_dir():
+        run = read_workdir_config(d)
+        if "modernbert" not in run:
+            raise BertJaxError(f"{d / 'config.json'}: holds no modernbert model entry")
+        config = mb.ModernBertConfig.from_hf_dict(run["modernbert"], str(d / "config.json"))
+        params = restore_workdir_params(d)
+        family = saved_task_family(run)
+        if family not in TASK_ARCHITECTURES:
+            raise BertJaxError(f"{d}: a ModernBERT {family} run has no transformers class here")
+        architecture = TASK_ARCHITECTURES[family]
+        labels, problem_type = labels_of(run) if labels_of else ((), None)
+        if labels:
+            extra = {"id2label": dict(enumerate(labels)),
+                     "label2id": {name: i for i, name in enumerate(labels)}}  # fmt: skip
+        if problem_type:
+            extra["problem_type"] = problem_type
+    else:
+        config, params, architecture = load_hf_dir(d)
+    out = export_hf_dir(params, config, out_dir, architecture, files, extra)
+    return (
+        f"wrote {out} ({architecture}, L={config.num_hidden_layers} H={config.hidden_size}; "
+        f"tokenizer: {tokenizer.name if tokenizer else 'none'})"
+    )

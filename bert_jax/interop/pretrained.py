@@ -138,21 +138,24 @@ def _load_workdir(path: epath.Path, vocab: epath.Path | None, step: int | None) 
 # ---- grafting into task models -----------------------------------------------------------------
 
 
-def graft_encoder(task_params: Any, pretrained_params: dict) -> Any:
+def graft_encoder(task_params: Any, pretrained_params: dict, encoder_scope: str = "bert") -> Any:
     """Copy the pretrained `bert` subtree (XLNet: `transformer`), and `predictions` /
     `seq_relationship` where the task model has them, into a task model's freshly initialised
     params, keeping everything else (e.g. a classifier, or the pooler when the checkpoint has
     none). Works for boxed or unboxed,
     looped or scanned task params, with or without the outer {"params": ...}; returns the same
-    structure. Every copied array must have the task's shape."""
+    structure. Every copied array must have the task's shape. An architecture whose encoder has
+    another scope (`families.*.encoder_scope`: XLNet's `transformer`, ModernBERT's `model`) gets
+    that subtree copied as it is (those are never scanned in fine-tuning)."""
     wrapped = isinstance(task_params, dict) and set(task_params) == {"params"}
     inner = task_params["params"] if wrapped else task_params
     source = meta.unbox(pretrained_params)
     source = source.get("params", source)
-    if "transformer" in inner and "transformer" in source:  # XLNet: its encoder, never scanned
-        grafted = dict(inner)
-        grafted["transformer"] = _copy_into(inner["transformer"], source["transformer"], "xlnet")
-        return {"params": grafted} if wrapped else grafted
+    for scope in {encoder_scope, "transformer"} - {"bert"}:  # XLNet's scope, named or not
+        if scope in inner and scope in source:
+            grafted = dict(inner)
+            grafted[scope] = _copy_into(inner[scope], source[scope], scope)
+            return {"params": grafted} if wrapped else grafted
     if "bert" not in inner:
         raise BertJaxError("graft_encoder: the task model has no `bert` submodule")
     task_unboxed = meta.unbox(inner)

@@ -22,6 +22,7 @@ from bert_jax.objectives import (
     mlm,
     mlm_nsp,
     mlm_sop,
+    modernbert,
     permutation_lm,
     prefix_lm,
     span_corruption,
@@ -37,6 +38,7 @@ _BUILT = (
     ltr.OBJECTIVE,
     electra.OBJECTIVE,
     permutation_lm.OBJECTIVE,
+    modernbert.OBJECTIVE,
 )
 REGISTRY: dict[str, Objective] = {o.name: o for o in _BUILT}
 # Encoder-decoder objectives (T5): shards of `inputs`/`targets`, trained by

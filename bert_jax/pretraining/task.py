@@ -212,6 +212,8 @@ def bert_config_from(config: Any) -> BertConfig:
     switches = {k: v for k, v in family.switches.items() if k not in _SIZE_FIELDS}
     if config.get("embedding_size") is not None:
         switches["embedding_size"] = int(config.embedding_size)
+    if config.get("intermediate_size") is not None:  # e.g. ModernBERT's GeGLU widths
+        switches["intermediate_size"] = int(config.intermediate_size)
     offset = int(switches.get("position_offset", 0))
     # The config's dropout wins over the family's (the recipe configs set the family's values).
     return preset(

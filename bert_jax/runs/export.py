@@ -130,8 +130,19 @@ def convert_seq2seq(init_checkpoint: str, output_dir: str) -> str:
     )
 
 
+def convert_modernbert(init_checkpoint: str, output_dir: str) -> str:
+    """`bert-jax convert` of a ModernBERT directory or a workdir fine-tuned from one."""
+    from bert_jax.interop import modernbert_hf
+
+    return modernbert_hf.convert(init_checkpoint, output_dir, task_labels)
+
+
 # Architectures whose checkpoints convert whole with their own files (the rest: `convert`).
-_CONVERTERS = {"xlnet": convert_xlnet_any, "seq2seq": convert_seq2seq}
+_CONVERTERS = {
+    "xlnet": convert_xlnet_any,
+    "seq2seq": convert_seq2seq,
+    "modernbert": convert_modernbert,
+}
 
 
 def convert_any(

@@ -151,7 +151,7 @@ def run_once(cfg, job, pre, workdir: str | epath.Path, distill=None) -> dict[str
         task = distill.wrap(task) if distill else task
         random = bool(cfg.random_init)
         init = _fresh_params(task, cfg.seed, bert.initializer_range, random_encoder=random)
-        init = init if random else graft_encoder(init, pre.params)
+        init = init if random else graft_encoder(init, pre.params, family.encoder_scope)
         init = distill.add_teacher(init) if distill else init
     result = loop.train(
         cfg,
