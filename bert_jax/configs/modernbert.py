@@ -16,8 +16,11 @@ here); `cpu` (2 x 128, GeGLU 192) at sequence 64. The trained model exports (`ex
 transformers' ModernBertForMaskedLM with its tokenizer, which `bert-jax finetune` loads.
 The paper's optimizer (StableAdamW), its trapezoidal schedule with 1-sqrt decay and batch-size
 warmup are not in the shared trainer yet: these presets use AdamW with linear decay.
-Expected, `cpu`: see tests/test_modernbert_family.py (held-out masked-LM accuracy against the
-unigram rate) and the family notes in the README.
+Expected, `cpu` (measured 2026-11-27 at commit e3dfcc0, seed 0): on the 2 MB corpus snapshot
+(vocab 2000, shards of 64 tokens, one eighth of the documents held out), 3000 steps took 238 s
+on this 2-core machine (23k tokens/s, MFU 11%, shared with other jobs) and reached held-out
+masked-LM accuracy 0.307 against the unigram rate 0.044 and the context-free bar 0.131 (copy the
+shown token, else the most frequent), the same masks for all three.
 """
 
 from __future__ import annotations

@@ -196,11 +196,22 @@ def _tokenizer_config(tokenizer_json: bytes) -> bytes:
 def export_pretraining_run(
     config: mb.ModernBertConfig, params: Any, out_dir: str | os.PathLike, vocab: Any
 ) -> epath.Path:
-    """A pretraining run's ModernBertPretraining weights as ModernBertForMaskedLM."""
-    from bert_jax.tokenization.directory import tokenizer_file_set
+    """A pretraining run's ModernBertPretraining weights as ModernBertForMaskedLM, with the
+    special-token ids of its vocabulary."""
+    from bert_jax.tokenization.directory import open_tokenizer, tokenizer_file_set
+    from bert_jax.tokenization.layout import layout_of
 
     inner = meta.unbox(jax.device_get(params))["mlm"]
-    tokenizer = tokenizer_file_set(vocab) if vocab else None
+    tokenizer = None
+    if vocab:
+        tokenizer = tokenizer_file_set(vocab)
+        tok = open_tokenizer(vocab, None, "do_lower_case")
+        layout = layout_of(tok)
+        config = config.replace(
+            pad_token_id=layout.pad_id(tok.vocab),
+            cls_token_id=tok.vocab[layout.cls],
+            sep_token_id=tok.vocab[layout.sep],
+        )
     return export_hf_dir(inner, config, out_dir, "ModernBertForMaskedLM", tokenizer)
 
 
