@@ -1,4 +1,5 @@
-"""Multi-head self-attention with a key-padding mask.
+"""Multi-head self-attention under an `AttentionMask` (padding, and for packed rows the sequence
+each token belongs to; the encoder builds it once for every layer).
 
 `attention_core.attend` (the fused `jax.nn.dot_product_attention` or a named kernel) is used
 whenever the probabilities are not needed; when they are (returned as attention maps, or dropped
@@ -12,7 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from bert_jax.config import BertConfig
-from bert_jax.model.attention_core import attend, attention_scores, padding_mask
+from bert_jax.model.attention_core import AttentionMask, attend, attention_scores
 from bert_jax.model.layers import compute_dtype, weight_init, zeros_init
 
 
@@ -23,7 +24,7 @@ class SelfAttention(nn.Module):
 
     @nn.compact
     def __call__(
-        self, x_BxLxD: jax.Array, mask_BxL: jax.Array
+        self, x_BxLxD: jax.Array, mask: AttentionMask
     ) -> tuple[jax.Array, jax.Array | None]:
         cfg = self.config
         dtype = compute_dtype(cfg)
@@ -40,7 +41,6 @@ class SelfAttention(nn.Module):
             )(x_BxLxD)
 
         q_BxLxHxK, k_BxLxHxK, v_BxLxHxK = project("query"), project("key"), project("value")
-        mask = padding_mask(mask_BxL, causal=cfg.causal)
         attention_dropout = not self.deterministic and cfg.attention_probs_dropout_prob > 0
         probs_BxHxLxL = None
         if self.output_attentions or attention_dropout:

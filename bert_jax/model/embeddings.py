@@ -1,5 +1,6 @@
 """Word + learned position (+ token-type) embeddings, then LayerNorm and dropout, and for
-factorised embeddings (ALBERT, ELECTRA) a dense projection from their width E to the hidden size."""
+factorised embeddings (ALBERT, ELECTRA) a dense projection from their width E to the hidden size.
+In a packed row (`pack_BxL`) positions restart in every sequence; token types stay per example."""
 
 from __future__ import annotations
 
@@ -16,12 +17,22 @@ from bert_jax.model.layers import (
     layer_norm,
     weight_init,
 )
+from bert_jax.model.packing import pack_positions
 
 
-def position_ids(config: BertConfig, input_mask_BxL: jax.Array) -> jax.Array:
+def position_ids(
+    config: BertConfig, input_mask_BxL: jax.Array, pack_BxL: jax.Array | None = None
+) -> jax.Array:
     """BERT: 0, 1, ... for every slot. With an offset (RoBERTa), as transformers computes them
-    from the padding: real tokens count up from the offset, padding takes offset - 1."""
+    from the padding: real tokens count up from the offset, padding takes offset - 1. Packed:
+    each sequence counts from 0 (from the offset), as it would alone in its own row."""
     seq_len = input_mask_BxL.shape[-1]
+    if pack_BxL is not None:
+        within_BxL = pack_positions(pack_BxL)
+        if not config.position_offset:
+            return within_BxL
+        offset = config.position_offset
+        return jnp.where(pack_BxL > 0, within_BxL + offset, offset - 1)
     if not config.position_offset:
         return jnp.arange(seq_len)[None, :]
     real_BxL = input_mask_BxL.astype(jnp.int32)
@@ -62,8 +73,11 @@ class BertEmbeddings(nn.Module):
         segment_ids_BxL: jax.Array,
         input_mask_BxL: jax.Array,
         deterministic: bool,
+        pack_BxL: jax.Array | None = None,
     ) -> jax.Array:
-        x_BxLxE = self.embed(input_ids_BxL, segment_ids_BxL, input_mask_BxL, deterministic)
+        x_BxLxE = self.embed(
+            input_ids_BxL, segment_ids_BxL, input_mask_BxL, deterministic, pack_BxL
+        )
         if self.config.embedding_size is None:
             return constrain_batch(x_BxLxE)
         return constrain_batch(self.projection(x_BxLxE))
@@ -74,6 +88,7 @@ class BertEmbeddings(nn.Module):
         segment_ids_BxL: jax.Array,
         input_mask_BxL: jax.Array,
         deterministic: bool,
+        pack_BxL: jax.Array | None = None,
     ) -> jax.Array:
         """The tables' sum, normalised and dropped out, at width E before any projection (what
         ELECTRA's generator shares with its discriminator)."""
@@ -86,7 +101,7 @@ class BertEmbeddings(nn.Module):
                 f"{cfg.max_position_embeddings}{offset}"
             )
         x_BxLxE = self.word_embeddings(input_ids_BxL) + self.position_embeddings(
-            position_ids(cfg, input_mask_BxL)
+            position_ids(cfg, input_mask_BxL, pack_BxL)
         )
         if cfg.type_vocab_size:
             x_BxLxE = x_BxLxE + self.token_type_embeddings(segment_ids_BxL)

@@ -1,6 +1,11 @@
 """Task heads on the encoder: pretraining (MLM + NSP/SOP, ELECTRA's replaced-token detection),
 classification/regression, token tagging, span QA and multiple choice. Logits are returned in
-float32. Which family pretrains with which heads: `bert_jax.model.families`."""
+float32. Which family pretrains with which heads: `bert_jax.model.families`.
+
+Packed rows (`pack_BxL`, keyword-only): sentence heads (NSP, classification/regression) read every
+packed sequence's own first token and return B x S x ... for S = the head's `max_sequences`
+(`BertOutput.present` says which slots hold a sequence); token heads return B x L x ... as
+always. Without `pack_BxL` every head's inputs and outputs are as before."""
 
 from __future__ import annotations
 
@@ -11,14 +16,14 @@ import jax.numpy as jnp
 
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
-from bert_jax.model.bert import BertModel, BertOutput, sentence_vector
+from bert_jax.model.bert import BertModel, BertOutput, packed_sentence_vectors, sentence_vector
 from bert_jax.model.layers import dense, embed_axis, gelu, layer_norm, zeros_init
 
 
 @flax.struct.dataclass
 class PretrainingOutput:
     mlm_logits: jax.Array  # B x P x V at masked_lm_positions (B x L x V without positions)
-    nsp_logits: jax.Array | None  # B x 2; index 1 = "B is a random next sentence"
+    nsp_logits: jax.Array | None  # B x 2 (B x S x 2 packed); index 1 = "B is a random next"
     encoder: BertOutput
 
 
@@ -43,6 +48,7 @@ class BertForPreTraining(nn.Module):
 
     config: BertConfig
     use_nsp: bool = True
+    max_sequences: int = 1  # packed rows: the sequence slots the NSP head reads per row
 
     def setup(self) -> None:
         if self.use_nsp and not self.config.pooler:
@@ -63,6 +69,7 @@ class BertForPreTraining(nn.Module):
         deterministic: bool = True,
         output_hidden_states: bool = False,
         output_attentions: bool = False,
+        pack_BxL: jax.Array | None = None,
     ) -> PretrainingOutput:
         out = self.bert(
             input_ids_BxL,
@@ -71,6 +78,8 @@ class BertForPreTraining(nn.Module):
             deterministic=deterministic,
             output_hidden_states=output_hidden_states,
             output_attentions=output_attentions,
+            pack_BxL=pack_BxL,
+            max_sequences=self.max_sequences,
         )
         x_BxPxD = out.sequence_output
         if masked_lm_positions_BxP is not None:  # gather before the (large) vocab projection
@@ -98,6 +107,7 @@ class BertForReplacedTokenDetection(nn.Module):
         deterministic: bool = True,
         output_hidden_states: bool = False,
         output_attentions: bool = False,
+        pack_BxL: jax.Array | None = None,
     ) -> tuple[jax.Array, BertOutput]:
         cfg = self.config
         out = BertModel(cfg, add_pooling_layer=False, name="bert")(
@@ -107,6 +117,7 @@ class BertForReplacedTokenDetection(nn.Module):
             deterministic=deterministic,
             output_hidden_states=output_hidden_states,
             output_attentions=output_attentions,
+            pack_BxL=pack_BxL,
         )
         return DiscriminatorHead(cfg, name="discriminator")(out.sequence_output), out
 
@@ -124,10 +135,19 @@ class DiscriminatorHead(nn.Module):
         return logits_BxLx1[..., 0].astype(jnp.float32)
 
 
-def _sentence(cfg: BertConfig, out: BertOutput, input_mask_BxL: jax.Array | None) -> jax.Array:
-    """The pooled output, or for a family without a pooler the hidden state it would read."""
+def _sentence(
+    cfg: BertConfig,
+    out: BertOutput,
+    input_mask_BxL: jax.Array | None,
+    pack_BxL: jax.Array | None = None,
+    max_sequences: int = 1,
+) -> jax.Array:
+    """The pooled output, or for a family without a pooler the hidden state it would read
+    (B x D; B x S x D for packed rows)."""
     if out.pooled_output is not None:
         return out.pooled_output
+    if pack_BxL is not None:
+        return packed_sentence_vectors(cfg, out.sequence_output, pack_BxL, max_sequences)[0]
     if input_mask_BxL is None:
         input_mask_BxL = jnp.ones(out.sequence_output.shape[:2], jnp.int32)
     return sentence_vector(cfg, out.sequence_output, input_mask_BxL)
@@ -141,10 +161,12 @@ def _classify(cfg: BertConfig, x_BxD: jax.Array, num_labels: int, deterministic:
 
 
 class BertForSequenceClassification(nn.Module):
-    """Dropout + dense on the pooled output; `num_labels=1` is regression (e.g. STS-B)."""
+    """Dropout + dense on the pooled output; `num_labels=1` is regression (e.g. STS-B). Packed
+    rows give B x S x num_labels, one row of logits per sequence slot."""
 
     config: BertConfig
     num_labels: int
+    max_sequences: int = 1  # packed rows: the sequence slots read per row
 
     @nn.compact
     def __call__(
@@ -154,12 +176,15 @@ class BertForSequenceClassification(nn.Module):
         segment_ids_BxL=None,
         *,
         deterministic: bool = True,
+        pack_BxL: jax.Array | None = None,
     ) -> jax.Array:
-        cfg = self.config
+        cfg, slots = self.config, self.max_sequences
         out = BertModel(cfg, name="bert")(
-            input_ids_BxL, input_mask_BxL, segment_ids_BxL, deterministic=deterministic
-        )
-        return _classify(cfg, _sentence(cfg, out, input_mask_BxL), self.num_labels, deterministic)
+            input_ids_BxL, input_mask_BxL, segment_ids_BxL, deterministic=deterministic,
+            pack_BxL=pack_BxL, max_sequences=slots,
+        )  # fmt: skip
+        x_BxD = _sentence(cfg, out, input_mask_BxL, pack_BxL, slots)
+        return _classify(cfg, x_BxD, self.num_labels, deterministic)
 
 
 class BertForTokenClassification(nn.Module):
@@ -174,11 +199,13 @@ class BertForTokenClassification(nn.Module):
         segment_ids_BxL=None,
         *,
         deterministic: bool = True,
+        pack_BxL: jax.Array | None = None,
     ) -> jax.Array:
         cfg = self.config
         seq_BxLxD = BertModel(cfg, add_pooling_layer=False, name="bert")(
-            input_ids_BxL, input_mask_BxL, segment_ids_BxL, deterministic=deterministic
-        ).sequence_output
+            input_ids_BxL, input_mask_BxL, segment_ids_BxL, deterministic=deterministic,
+            pack_BxL=pack_BxL,
+        ).sequence_output  # fmt: skip
         return _classify(cfg, seq_BxLxD, self.num_labels, deterministic)
 
 
@@ -195,11 +222,13 @@ class BertForQuestionAnswering(nn.Module):
         segment_ids_BxL=None,
         *,
         deterministic: bool = True,
+        pack_BxL: jax.Array | None = None,
     ) -> tuple[jax.Array, jax.Array]:
         cfg = self.config
         seq_BxLxD = BertModel(cfg, add_pooling_layer=False, name="bert")(
-            input_ids_BxL, input_mask_BxL, segment_ids_BxL, deterministic=deterministic
-        ).sequence_output
+            input_ids_BxL, input_mask_BxL, segment_ids_BxL, deterministic=deterministic,
+            pack_BxL=pack_BxL,
+        ).sequence_output  # fmt: skip
         logits_BxLx2 = dense(cfg, 2, ("embed", "classes"), "qa_outputs")(seq_BxLxD)
         logits_BxLx2 = logits_BxLx2.astype(jnp.float32)
         return logits_BxLx2[..., 0], logits_BxLx2[..., 1]
