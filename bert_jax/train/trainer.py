@@ -96,12 +96,12 @@ class Trainer:
         constraints (`bert_jax.model.layers.constrain_batch`) bind to mesh axes."""
 
         @functools.wraps(fn)
-        def traced(*args):
+        def traced(*args, **kwargs):
             with (
                 jax.sharding.use_abstract_mesh(self.mesh.abstract_mesh),
                 activation_rules(self.rules),
             ):
-                return fn(*args)
+                return fn(*args, **kwargs)
 
         return traced
 
@@ -109,7 +109,8 @@ class Trainer:
     def _init_boxed(self, rng: jax.Array) -> TrainState:
         init_rng, dropout_rng = jax.random.split(rng)
         dummy = {k: jnp.zeros(s.shape, s.dtype) for k, s in self.task.init_inputs().items()}
-        variables = self.task.model.init(
+        # Traced for the mesh, as the step is: a TPU kernel (Splash) is chosen for its devices.
+        variables = self._with_rules(self.task.model.init)(
             {"params": init_rng, "dropout": dropout_rng},
             **self.task.model_inputs(dummy),
             deterministic=True,
