@@ -22,11 +22,15 @@ from bert_jax.train.mesh import DEFAULT_RULES
 def training_config() -> ml_collections.ConfigDict:
     c = ml_collections.ConfigDict()
     # Optimisation (bert_jax.train.optimizer).
-    c.optimizer = "adamw"  # adamw | adam_reference (no bias correction, as the TF code) | lamb
-    c.schedule = "linear"  # reference | linear | constant
+    # adamw | adam_reference (no bias correction, as the TF code) | lamb | stable_adamw (AdamW
+    # with per-tensor update clipping, ModernBERT's; it clips on its own: max_grad_norm may be 0)
+    c.optimizer = "adamw"
+    c.schedule = "linear"  # reference | linear | constant | wsd (warmup, stable, decay)
     c.learning_rate = 1e-4  # peak learning rate (after warmup)
     c.train_steps = 0  # set by the recipe (pretraining) or from the epochs (fine-tuning)
     c.warmup_steps = 0  # steps of linear warmup from 0 to learning_rate
+    c.decay_fraction = 0.1  # wsd: the last round(fraction x train_steps) steps decay to 0
+    c.decay_shape = "1-sqrt"  # wsd's decay: 1-sqrt (lr x (1 - sqrt(p))) | linear (lr x (1 - p))
     c.weight_decay = 0.01  # decoupled weight decay (not on biases or norm scales)
     c.adam_b1 = 0.9  # Adam beta1: decay of the running mean of gradients
     c.adam_b2 = 0.999  # Adam beta2: decay of the running mean of squared gradients
@@ -35,6 +39,11 @@ def training_config() -> ml_collections.ConfigDict:
     # < 1: layer i's rate x decay^(L - i), embeddings x decay^(L + 1) (ELECTRA fine-tuning: 0.8)
     c.layerwise_lr_decay = 1.0
     c.grad_accum_steps = 1  # microbatches per step (gradients accumulated over them)
+    # Batch-size warmup: the rows that count grow linearly from batch_warmup_start to the whole
+    # batch over batch_warmup_steps steps (0, 0 = off). The full batch is still read and computed;
+    # the rows past the current size get weight 0 (tasks whose batches have an example_mask).
+    c.batch_warmup_start = 0
+    c.batch_warmup_steps = 0
     c.max_nonfinite_steps = 10  # consecutive skipped (non-finite) updates before stopping
     c.seed = 0  # initialisation, dropout, data order and masking
     c.dtype = "float32"  # compute dtype; parameters and optimizer state stay float32
@@ -175,6 +184,9 @@ _FAMILY_KEYS: dict[str, dict] = {
         "use_tfds": False,  # read tfds glue/<task> instead of the TSV files in data_dir
         "tfds_dir": "",  # tfds data_dir of the prepared dataset ("" = tfds's default)
         "do_predict": False,  # also write the GLUE submission TSV of the test split
+        # Several examples per row of max_seq_length (bert_jax.tasks.packed): same run, fewer
+        # rows; train_batch_size still counts examples, eval_batch_size counts rows.
+        "pack_examples": False,
     },
     # SQuAD: run_squad.py's geometry and decoding.
     "squad": {
@@ -200,6 +212,7 @@ _FAMILY_KEYS: dict[str, dict] = {
         "strict": False,  # seqeval's IOB2 strict mode (default: conlleval-compatible)
         "feature_based": False,  # frozen last-4-layer features + a trained BiLSTM (Table 7)
         "lstm_size": 768,  # feature_based: units of the BiLSTM
+        "pack_examples": False,  # several sentences per row, as GLUE's (bert_jax.tasks.packed)
     },
     # SWAG: the dataset's CSV files in data_dir.
     "swag": {
@@ -207,4 +220,3 @@ _FAMILY_KEYS: dict[str, dict] = {
         "dev_file": "val.csv",  # the dev CSV in data_dir, scored with accuracy
     },
 }
-

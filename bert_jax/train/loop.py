@@ -124,6 +124,8 @@ def _mean_metrics(window: list[dict[str, jax.Array]]) -> dict[str, float]:
     stacked = jax.device_get({k: jnp.stack([m[k] for m in window]) for k in window[0]})
     out = {k: float(np.mean(v)) for k, v in stacked.items()}
     out["learning_rate"] = float(stacked["learning_rate"][-1])
+    if "batch_size" in stacked:  # batch-size warmup: the rows that counted at the logged step
+        out["batch_size"] = int(stacked["batch_size"][-1])
     out["nonfinite_consecutive"] = int(stacked["nonfinite_consecutive"][-1])
     out["update_skipped"] = int(np.sum(stacked["update_skipped"]))
     return out

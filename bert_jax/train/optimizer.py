@@ -6,13 +6,17 @@
 - `lamb`: LAMB (You et al. 2020, Algorithm 2: bias-corrected moments, trust ratio
   ||w|| / ||update||) for large batches; LayerNorms and biases get neither decay nor the trust
   ratio, as the reference LAMB (google-research/albert) excludes them from both.
+- `stable_adamw`: StableAdamW (Wortsman et al. 2023, Algorithm 2; ModernBERT's optimizer): AdamW
+  whose learning rate is divided, per parameter tensor, by max(1, RMS(g_t^2 / max(v_t, eps^2)))
+  with v_t the bias-corrected second moment including g_t (Adafactor's update clipping); the
+  divided rate scales the decoupled weight decay too. Epsilon: squared under the RMS's max (the
+  paper's), added outside the sqrt in the update (optax's and the paper's). A scanned `layers`
+  leaf is one tensor per layer, so scanned and looped models clip alike.
 All are preceded by a global-norm clip (1.0 by default). `layerwise_lr_decay` < 1 (ELECTRA's
 fine-tuning: 0.8 for small/base, 0.9 for large) scales layer i's updates by decay^(L - i), the
 embeddings' by decay^(L + 1), and leaves heads and pooler at the full rate.
 
-Schedules: `reference` = linear warmup blended with a linear decay counted from step 0 (the
-reference's formula, including its small drop at the end of warmup); `linear` = linear warmup
-to the peak then linear decay to 0 over the remaining steps.
+Schedules (`reference`, `linear`, `constant`, `wsd`): bert_jax.train.schedules.
 """
 
 from __future__ import annotations
@@ -24,33 +28,11 @@ import jax.numpy as jnp
 import optax
 
 from bert_jax.errors import BertJaxError
+from bert_jax.train.schedules import SCHEDULES as SCHEDULES  # re-exported
+from bert_jax.train.schedules import learning_rate_schedule
 from bert_jax.train.settings import train_settings
 
-OPTIMIZERS = ("adamw", "adam_reference", "lamb")
-SCHEDULES = ("reference", "linear", "constant")
-
-
-def learning_rate_schedule(
-    peak: float, train_steps: int, warmup_steps: int, kind: str = "reference"
-) -> optax.Schedule:
-    if kind not in SCHEDULES:
-        raise BertJaxError(f"schedule {kind!r}: use one of {SCHEDULES}")
-    if kind == "constant":
-        return optax.constant_schedule(peak)
-    if kind == "linear":
-        warm = optax.linear_schedule(0.0, peak, max(warmup_steps, 1))
-        decay = optax.linear_schedule(peak, 0.0, max(train_steps - warmup_steps, 1))
-        return optax.join_schedules([warm, decay], [warmup_steps])
-
-    def reference(step: jax.Array) -> jax.Array:
-        step = jnp.asarray(step, jnp.float32)
-        decayed = peak * (1.0 - jnp.minimum(step, train_steps) / train_steps)
-        if not warmup_steps:
-            return decayed
-        warm = peak * step / warmup_steps
-        return jnp.where(step < warmup_steps, warm, decayed)
-
-    return reference
+OPTIMIZERS = ("adamw", "adam_reference", "lamb", "stable_adamw")
 
 
 def decay_mask(params: Any) -> Any:
@@ -91,12 +73,57 @@ def scale_by_adam_no_bias_correction(
     return optax.GradientTransformation(init, update)
 
 
+class _StableAdamState(NamedTuple):
+    adam: optax.ScaleByAdamState
+    decay: Any
+
+
+def update_rms_factor(grads: Any, nu_hat: Any, eps: float) -> Any:
+    """1 / max(1, RMS(g^2 / max(v_hat, eps^2))) per tensor (per layer of a scanned `layers`
+    leaf, whose leading axis is the layer)."""
+
+    def factor(path, g, v):
+        ratio = jnp.square(g.astype(jnp.float32)) / jnp.maximum(v, eps * eps)
+        scanned = "layers" in _path_names(path) and g.ndim >= 1
+        axes = tuple(range(1, g.ndim)) if scanned else None
+        rms = jnp.sqrt(jnp.mean(ratio, axis=axes, keepdims=scanned))
+        return 1.0 / jnp.maximum(1.0, rms)
+
+    return jax.tree_util.tree_map_with_path(factor, grads, nu_hat)
+
+
+def scale_by_stable_adam(
+    b1: float, b2: float, eps: float, weight_decay: float, mask: Any
+) -> optax.GradientTransformation:
+    """StableAdamW before the learning rate: (Adam's update + decoupled weight decay) x the
+    per-tensor factor of `update_rms_factor`. optax's own transforms do Adam and the decay; only
+    the factor is new, computed from the gradient and Adam's new second moment."""
+    adam = optax.scale_by_adam(b1, b2, eps)
+    decay = optax.add_decayed_weights(weight_decay, mask=mask)
+
+    def init(params):
+        return _StableAdamState(adam.init(params), decay.init(params))
+
+    def update(grads, state, params=None):
+        updates, adam_state = adam.update(grads, state.adam, params)
+        updates, decay_state = decay.update(updates, state.decay, params)
+        correction = 1.0 - b2**adam_state.count  # optax's bias correction of nu
+        nu_hat = jax.tree.map(lambda v: v / correction, adam_state.nu)
+        factors = update_rms_factor(grads, nu_hat, eps)
+        updates = jax.tree.map(lambda u, f: u * f.astype(u.dtype), updates, factors)
+        return updates, _StableAdamState(adam_state, decay_state)
+
+    return optax.GradientTransformation(init, update)
+
+
 def make_optimizer(config: Any) -> tuple[optax.GradientTransformation, optax.Schedule]:
     """The optimizer and schedule of a config's (or TrainSettings') optimizer, learning_rate,
     train_steps, warmup_steps, schedule, weight_decay, adam_b1/b2/eps, layerwise_lr_decay and
-    max_grad_norm."""
+    max_grad_norm (and wsd's decay_fraction, decay_shape)."""
     s = train_settings(config)
-    lr = learning_rate_schedule(s.learning_rate, s.train_steps, s.warmup_steps, s.schedule)
+    lr = learning_rate_schedule(
+        s.learning_rate, s.train_steps, s.warmup_steps, s.schedule, s.decay_fraction, s.decay_shape
+    )
     wd, b1, b2, eps = s.weight_decay, s.adam_b1, s.adam_b2, s.adam_eps
     name = s.optimizer
     if name == "adamw":
@@ -116,6 +143,10 @@ def make_optimizer(config: Any) -> tuple[optax.GradientTransformation, optax.Sch
             optax.add_decayed_weights(wd, mask=decay_mask),
             optax.masked(optax.scale_by_trust_ratio(), decay_mask),
             optax.scale_by_learning_rate(lr),
+        )
+    elif name == "stable_adamw":
+        tx = optax.chain(
+            scale_by_stable_adam(b1, b2, eps, wd, decay_mask), optax.scale_by_learning_rate(lr)
         )
     else:
         raise BertJaxError(f"optimizer {name!r}: use one of {OPTIMIZERS}")

@@ -19,6 +19,7 @@ from typing import Any
 from bert_jax.errors import BertJaxError
 from bert_jax.train.config import training_config
 from bert_jax.train.mesh import rules_from_config
+from bert_jax.train.schedules import DECAY_SHAPES, check_batch_warmup
 from bert_jax.train.validate import check_training_config
 
 
@@ -29,6 +30,8 @@ class TrainSettings:
     learning_rate: float
     train_steps: int
     warmup_steps: int
+    decay_fraction: float
+    decay_shape: str
     weight_decay: float
     adam_b1: float
     adam_b2: float
@@ -36,6 +39,8 @@ class TrainSettings:
     max_grad_norm: float
     layerwise_lr_decay: float
     grad_accum_steps: int
+    batch_warmup_start: int
+    batch_warmup_steps: int
     max_nonfinite_steps: int
     seed: int
     dtype: str
@@ -77,6 +82,19 @@ def train_settings(config: Any) -> TrainSettings:
         key = field.name
         value = config[key] if key in config and config[key] is not None else schema[key]
         values[key] = _typed(key, value)
+    _check_recipe(values)
     values["mesh"] = {axis: int(size) for axis, size in dict(values["mesh"]).items()}
     values["logical_axis_rules"] = rules_from_config(values["logical_axis_rules"])
     return TrainSettings(**values)
+
+
+def _check_recipe(values: dict[str, Any]) -> None:
+    """The decay and batch-warmup keys, checked even when the schedule does not read them (a
+    typo there would otherwise surface only when the schedule is switched)."""
+    if values["decay_shape"] not in DECAY_SHAPES:
+        raise BertJaxError(
+            f"config.decay_shape={values['decay_shape']!r}: use one of {DECAY_SHAPES}"
+        )
+    if not 0.0 < values["decay_fraction"] <= 1.0:
+        raise BertJaxError(f"config.decay_fraction={values['decay_fraction']}: must be in (0, 1]")
+    check_batch_warmup(values["batch_warmup_start"], values["batch_warmup_steps"])

@@ -13,17 +13,19 @@
     trainer.flops_per_step      # model FLOPs of one optimizer step (task.flops_per_step)
 
 Config keys read here: optimizer, learning_rate, train_steps, warmup_steps, schedule,
-weight_decay, adam_b1, adam_b2, adam_eps, max_grad_norm, grad_accum_steps, seed,
-logical_axis_rules. The step: microbatched gradients (lax.scan over `grad_accum_steps` slices
-of the global batch, f32 accumulation), global-norm clip, optimizer update; if the loss or the
-gradient norm or the update is not finite the update is skipped and counted
-(`nonfinite_consecutive`).
+weight_decay, adam_b1, adam_b2, adam_eps, max_grad_norm, grad_accum_steps, batch_warmup_start,
+batch_warmup_steps, seed, logical_axis_rules. The step: during batch-size warmup, the rows past
+b(step) weighted 0 (bert_jax.train.schedules; metric `batch_size`); microbatched gradients
+(lax.scan over `grad_accum_steps` slices of the global batch, f32 accumulation), global-norm
+clip, optimizer update; if the loss or the gradient norm or the update is not finite the update
+is skipped and counted (`nonfinite_consecutive`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import flax.linen as nn
@@ -39,6 +41,7 @@ from bert_jax.model.layers import activation_rules
 from bert_jax.objectives.losses import DENOMINATORS
 from bert_jax.train import mesh as mesh_lib
 from bert_jax.train.optimizer import freeze_paths, make_optimizer
+from bert_jax.train.schedules import batch_warmup_rows, weigh_rows
 from bert_jax.train.settings import train_settings
 from bert_jax.train.task import Batch, Task
 
@@ -62,6 +65,8 @@ class Trainer:
     lr_schedule: optax.Schedule
     grad_accum_steps: int
     seed: int
+    # Batch-size warmup: step -> the rows of the global batch that count (None: all of them).
+    batch_rows: Callable[[jax.Array], jax.Array] | None = None
     state_shardings: TrainState = dataclasses.field(init=False)
     batch_shardings: dict[str, NamedSharding] = dataclasses.field(init=False)
 
@@ -231,6 +236,10 @@ class Trainer:
 
     def _train_step(self, state: TrainState, batch: Batch) -> tuple[TrainState, dict]:
         rng = jax.random.fold_in(state.rng, state.step)
+        rows = None
+        if self.batch_rows is not None:  # before the split: microbatches share the denominators
+            rows = self.batch_rows(state.step)
+            batch = weigh_rows(batch, rows)
         loss, metrics, grads = self._grads(state.params, batch, rng)
         grad_norm = optax.tree.norm(grads)
         updates, opt_state = self.tx.update(grads, state.opt_state, state.params)
@@ -257,6 +266,8 @@ class Trainer:
             update_skipped=skipped,
             nonfinite_consecutive=new_state.nonfinite_consecutive,
         )
+        if rows is not None:
+            metrics["batch_size"] = rows.astype(jnp.float32)
         return new_state, metrics
 
     def _eval_step(self, params: Any, batch: Batch) -> dict:
@@ -284,6 +295,10 @@ def build_trainer(config: Any, task: Task, mesh: Mesh) -> Trainer:
     accum = settings.grad_accum_steps
     b = next(iter(task.init_inputs().values())).shape[0]
     mesh_lib.check_batch(b, mesh, accum)
+    rows = batch_warmup_rows(
+        settings.batch_warmup_start, settings.batch_warmup_steps, task.init_inputs(),
+        mesh.shape["data"] * mesh.shape["fsdp"] * accum,
+    )  # fmt: skip
     return Trainer(
         task=task,
         mesh=mesh,
@@ -292,6 +307,7 @@ def build_trainer(config: Any, task: Task, mesh: Mesh) -> Trainer:
         lr_schedule=lr,
         grad_accum_steps=accum,
         seed=settings.seed,
+        batch_rows=rows,
     )
 
 
