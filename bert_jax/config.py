@@ -87,6 +87,12 @@ class BertConfig:
                 f"attention_implementation {self.attention_implementation!r}: use one of "
                 f"{ATTENTION_IMPLEMENTATIONS}"
             )
+        if self.attention_implementation != "xla" and self.attention_probs_dropout_prob > 0:
+            raise BertJaxError(
+                f"attention_implementation {self.attention_implementation!r} with "
+                f"attention_probs_dropout_prob {self.attention_probs_dropout_prob}: the fused "
+                "kernels keep no probabilities to drop; set it to 0 or use xla"
+            )
         if self.share_layers not in SHARE_LAYERS:
             raise BertJaxError(f"share_layers {self.share_layers!r}: use one of {SHARE_LAYERS}")
         if self.embedding_size is not None and self.embedding_size <= 0:

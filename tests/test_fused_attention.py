@@ -133,7 +133,14 @@ def test_bad_kernel_names_and_lengths_are_refused():
         check_implementation("flash")
     with pytest.raises(BertJaxError, match="attention_implementation 'flash'"):
         preset("tiny", attention_implementation="flash")
-    assert preset("tiny", attention_implementation="splash").attention_implementation == "splash"
+    no_dropout = dict(attention_probs_dropout_prob=0.0)
+    assert (
+        preset("tiny", attention_implementation="splash", **no_dropout).attention_implementation
+        == "splash"
+    )
+    # The kernels return no probabilities: attention dropout would be silently skipped.
+    with pytest.raises(BertJaxError, match="keep no probabilities to drop"):
+        preset("tiny", attention_implementation="splash")
     mask = AttentionMask(valid_BxL=jnp.ones((1, 100), bool))
     q = jnp.zeros((1, 100, HEADS, HEAD_DIM))
     with pytest.raises(BertJaxError, match=r"multiple of 128 \(.*got 100"):
