@@ -2,7 +2,7 @@
 
   python experiments/tpu_family_table.py [--out experiments/tpu_family_table.md] [--only albert]
 
-Every TPU preset of bert_jax/configs/{roberta,albert,electra,distilbert}.py is compiled at its
+Every TPU preset of bert_jax/configs/{roberta,albert,electra,distilbert,modernbert}.py is compiled at its
 recipe's global batch and sequence length for the named slice (libtpu's compile-only devices,
 no TPU needed), with the knobs in the table (gradient accumulation, remat) that bring it into
 HBM; scan_layers=True, mesh fsdp = all devices. DistilBERT's teacher is BERT-base, given as a
@@ -41,6 +41,8 @@ SETUPS = [
     ("electra", "base", "v4-8", {"remat_policy": "full"}),
     ("electra", "large", "v4-32", {"grad_accum_steps": 2, "remat_policy": "full"}),
     ("distilbert", "base", "v4-8", {}),
+    ("modernbert", "base", "v4-32", {"grad_accum_steps": 8, "remat_policy": "full"}),
+    ("modernbert", "large", "v4-64", {"grad_accum_steps": 16, "remat_policy": "full"}),
 ]
 
 

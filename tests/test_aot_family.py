@@ -90,7 +90,7 @@ def test_the_family_fit_table_has_every_tpu_preset_at_its_recipe_batch(family_ta
     assert not rows, f"rows without a setup: {sorted(rows)}"
     # ... and every preset but `cpu` that the config files offer has a setup.
     offered = set()
-    for family in ("roberta", "albert", "electra", "distilbert"):
+    for family in ("roberta", "albert", "electra", "distilbert", "modernbert"):
         with pytest.raises(ValueError) as error:  # the message lists the presets
             importlib.import_module(f"bert_jax.configs.{family}").get_config("?")
         names = re.split(r", | or ", str(error.value).split("use ")[1].removeprefix("one of "))
