@@ -2,14 +2,14 @@
 
   python experiments/tpu_family_table.py [--out experiments/tpu_family_table.md] [--only albert]
 
-Every TPU preset of bert_jax/configs/{roberta,albert,electra,distilbert,modernbert}.py is compiled at its
-recipe's global batch and sequence length for the named slice (libtpu's compile-only devices,
-no TPU needed), with the knobs in the table (gradient accumulation, remat) that bring it into
-HBM; scan_layers=True, mesh fsdp = all devices. DistilBERT's teacher is BERT-base, given as a
-config.json only (compiling needs shapes, not weights). Dynamic masking runs on the host, so
-it is off here: the compiled step is the same. Prints and writes a Markdown table; results are
-cached in --cache so an interrupted run continues. Expect 1-5 minutes per preset on a 2-core
-CPU. One row yourself:
+Every TPU preset of bert_jax/configs/{roberta,albert,electra,distilbert,modernbert}.py is
+compiled at its recipe's global batch and sequence length for the named slice (libtpu's compile-
+only devices, no TPU needed), with the knobs in the table (gradient accumulation, remat) that
+bring it into HBM; scan_layers=True, mesh fsdp = all devices. DistilBERT's teacher is BERT-base,
+given as a config.json only (compiling needs shapes, not weights). Dynamic masking runs on the
+host, so it is off here: the compiled step is the same. Prints and writes a Markdown table;
+results are cached in --cache so an interrupted run continues. Expect 1-5 minutes per preset on
+a 2-core CPU. One row yourself:
   bert-jax compile --config roberta.py:base --topology v4-32 \\
       --config.grad_accum_steps=8 --config.remat_policy=full --config.scan_layers=True \\
       --config.dynamic_masking=False
