@@ -41,6 +41,7 @@ from bert_jax.tasks import feature_ner, xlnet_finetune
 from bert_jax.tasks.arrays import TrainBatches, eval_batches
 from bert_jax.tasks.distill.student_setup import Distillation
 from bert_jax.tasks.jobs import make_job
+from bert_jax.tasks.packed import PackedJob
 from bert_jax.tokenization.directory import (
     tokenizer_file_set,
 )
@@ -143,6 +144,8 @@ def run_once(cfg, job, pre, workdir: str | epath.Path, distill=None) -> dict[str
             raise BertJaxError(f"attention_implementation {kernel!r}: {family.name} has only xla")
         bert = bert.replace(attention_implementation=kernel)
     batch = cfg.train_batch_size
+    if cfg.get("pack_examples", False):  # rows holding about `batch` examples
+        batch = job.rows_per_step(batch, run_mesh(cfg))
     if cfg.get("feature_based", False):  # Table 7: frozen features + BiLSTM, same loop
         task, train = feature_ner.prepare(cfg, job, bert, pre.params["bert"], batch)
         init = None
@@ -201,6 +204,8 @@ def finetune(cfg, workdir: str | epath.Path) -> dict[str, float]:
         return metrics
     tokenizer, pre, lower = family.load_for_finetuning(cfg)
     job = make_job(cfg, do_lower_case=lower)
+    if cfg.get("pack_examples", False):
+        job = PackedJob(job, cfg, family.padding_side)
     if family.padding_side == "left":  # XLNet's layout in, the job's own layout out
         job = xlnet_finetune.XLNetLayoutJob(job)
     student_vocab = cfg.vocab_file or getattr(pre, "vocab_file", None)
