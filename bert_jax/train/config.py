@@ -22,9 +22,7 @@ from bert_jax.train.mesh import DEFAULT_RULES
 def training_config() -> ml_collections.ConfigDict:
     c = ml_collections.ConfigDict()
     # Optimisation (bert_jax.train.optimizer).
-    # adamw | adam_reference (no bias correction, as the TF code) | lamb | stable_adamw (AdamW
-    # with per-tensor update clipping, ModernBERT's; it clips on its own: max_grad_norm may be 0)
-    c.optimizer = "adamw"
+    c.optimizer = "adamw"  # adamw | adam_reference (the TF code's) | lamb | stable_adamw
     c.schedule = "linear"  # reference | linear | constant | wsd (warmup, stable, decay)
     c.learning_rate = 1e-4  # peak learning rate (after warmup)
     c.train_steps = 0  # set by the recipe (pretraining) or from the epochs (fine-tuning)
@@ -39,11 +37,10 @@ def training_config() -> ml_collections.ConfigDict:
     # < 1: layer i's rate x decay^(L - i), embeddings x decay^(L + 1) (ELECTRA fine-tuning: 0.8)
     c.layerwise_lr_decay = 1.0
     c.grad_accum_steps = 1  # microbatches per step (gradients accumulated over them)
-    # Batch-size warmup: the rows that count grow linearly from batch_warmup_start to the whole
-    # batch over batch_warmup_steps steps (0, 0 = off). The full batch is still read and computed;
-    # the rows past the current size get weight 0 (tasks whose batches have an example_mask).
-    c.batch_warmup_start = 0
-    c.batch_warmup_steps = 0
+    # Batch-size warmup (tasks with an example_mask): the full batch is read and computed, the
+    # rows past the current size weigh 0 (bert_jax.train.schedules).
+    c.batch_warmup_start = 0  # rows that count at step 0 (0 = no batch-size warmup)
+    c.batch_warmup_steps = 0  # steps over which they grow linearly to the whole batch
     c.max_nonfinite_steps = 10  # consecutive skipped (non-finite) updates before stopping
     c.seed = 0  # initialisation, dropout, data order and masking
     c.dtype = "float32"  # compute dtype; parameters and optimizer state stay float32

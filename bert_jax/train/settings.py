@@ -19,7 +19,7 @@ from typing import Any
 from bert_jax.errors import BertJaxError
 from bert_jax.train.config import training_config
 from bert_jax.train.mesh import rules_from_config
-from bert_jax.train.schedules import DECAY_SHAPES, check_batch_warmup
+from bert_jax.train.schedules import DECAY_SHAPES, check_batch_warmup, wsd_decay_steps
 from bert_jax.train.validate import check_training_config
 
 
@@ -97,4 +97,6 @@ def _check_recipe(values: dict[str, Any]) -> None:
         )
     if not 0.0 < values["decay_fraction"] <= 1.0:
         raise BertJaxError(f"config.decay_fraction={values['decay_fraction']}: must be in (0, 1]")
+    if values["schedule"] == "wsd":
+        wsd_decay_steps(values["train_steps"], values["warmup_steps"], values["decay_fraction"])
     check_batch_warmup(values["batch_warmup_start"], values["batch_warmup_steps"])
