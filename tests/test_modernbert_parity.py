@@ -1,13 +1,16 @@
 """ModernBERT against transformers' PyTorch ModernBert* on identical random weights: every
 layer's hidden states and every head's logits <= 1e-5 (float32), in the padded layout (rows with
 different padding) and the packed one (three sequences in one row against each run alone), with
-sequences longer than the local window so that both kinds of layer matter. Then the directory
-round trip: our export loads in transformers, and a missing tensor is named."""
+sequences longer than the local window so that both kinds of layer matter; the training path
+(attention dropout on) too. Then directories: our exports load in transformers, and bad ones
+(missing or misshapen tensor, bad config values, missing file) are named."""
 
 from __future__ import annotations
 
+import functools
 import json
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -38,12 +41,18 @@ def _hf_config(**kw):
 
 
 def _torch_model(architecture: str, **kw):
-    """A transformers model with every parameter (norm scales too) moved off its init."""
+    """A transformers model with every parameter (norm scales too) moved off its init; one per
+    head kind and settings in this module (tests read it, never change it)."""
+    return _build_torch_model(architecture, tuple(sorted(kw.items())))
+
+
+@functools.cache
+def _build_torch_model(architecture: str, kw: tuple):
     import torch
     import transformers
 
     torch.manual_seed(0)
-    model = getattr(transformers, architecture)(_hf_config(**kw)).eval()
+    model = getattr(transformers, architecture)(_hf_config(**dict(kw))).eval()
     with torch.no_grad():
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.05)
@@ -57,14 +66,16 @@ def _ours(model, architecture: str, **kw):
     return config, modernbert_hf.params_from_state_dict(state, config, architecture, "hf", labels)
 
 
-def _rows(n: int = 3, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def _rows(n: int = 3, seed: int = 0, left: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of 24, 17 and 11 real tokens starting with [CLS], padded on the right (or left)."""
     rs = np.random.RandomState(seed)
     ids = rs.randint(3, VOCAB, size=(n, LENGTH))
-    ids[:, 0] = 1
     mask = np.ones_like(ids)
     for row, real in enumerate([LENGTH, 17, 11][:n]):
-        mask[row, real:] = 0
-        ids[row, real:] = 0
+        pad = slice(0, LENGTH - real) if left else slice(real, None)
+        mask[row, pad] = 0
+        ids[row, pad] = 0
+        ids[row, LENGTH - real if left else 0] = 1
     return ids, mask
 
 
@@ -84,11 +95,7 @@ def test_every_hidden_state_and_the_mlm_logits_padded(scan):
         ref = hf(torch.tensor(ids), attention_mask=torch.tensor(mask), output_hidden_states=True)
     real = mask.astype(bool)
     if scan:  # the scanned layout: the same weights, layers 1..N-1 stacked
-        config = config.replace(scan_layers=True)
-        stacked = {f"layer_{i}": params["model"].pop(f"layer_{i}") for i in range(1, 4)}
-        params["model"]["layers"] = {
-            k: _stack([stacked[f"layer_{i}"][k] for i in range(1, 4)]) for k in stacked["layer_1"]
-        }
+        config, params = config.replace(scan_layers=True), _scanned(params)
     enc = mb.ModernBertModel(config).apply(
         {"params": params["model"]}, jnp.asarray(ids), jnp.asarray(mask), output_hidden_states=True
     )
@@ -103,19 +110,49 @@ def test_every_hidden_state_and_the_mlm_logits_padded(scan):
             "model.layers.2.mlp.Wi.weight"].numpy())  # fmt: skip
 
 
-def _stack(trees):
-    import jax
+def test_training_attention_path_equals_transformers_at_negligible_dropout():
+    """With dropout on, attention runs through attention_scores + softmax + dropout instead of
+    attend(); at a rate of 1e-7 nothing is dropped, so it must still equal transformers (eval).
+    Scanned, so that each layer's kind is chosen inside lax.cond as in pretraining."""
+    import torch
 
+    hf = _torch_model("ModernBertForMaskedLM")
+    config, params = _ours(hf, "ModernBertForMaskedLM")
+    config = config.replace(attention_dropout=1e-7)
+    ids, mask = _rows()
+    with torch.no_grad():
+        ref = hf(torch.tensor(ids), attention_mask=torch.tensor(mask)).logits.numpy()
+    real = mask.astype(bool)
+    rngs = {"dropout": jax.random.PRNGKey(0)}
+    ours = mb.ModernBertForMaskedLM(config.replace(scan_layers=True)).apply(
+        {"params": _scanned(params)}, ids, mask, deterministic=False, rngs=rngs
+    )
+    _close(ours, ref, real)
+
+
+def _scanned(params):
+    """The scanned layout of the same weights: layers 1..N-1 stacked under `layers`."""
+    model = dict(params["model"])
+    stacked = [model.pop(f"layer_{i}") for i in range(1, 4)]
+    return {**params, "model": {**model, "layers": _stack(stacked)}}
+
+
+def _stack(trees):
     return jax.tree_util.tree_map(lambda *a: jnp.stack(a), *trees)
 
 
-@pytest.mark.parametrize("architecture", list(HEADS))
-def test_task_heads_padded(architecture):
+@pytest.mark.parametrize(
+    "architecture,pooling,left",
+    [(a, "mean", False) for a in HEADS] + [("ModernBertForMultipleChoice", "cls", True)],
+)
+def test_task_heads_padded(architecture, pooling, left):
+    """Every head on right-padded rows (mean pooling); multiple choice also with cls pooling on
+    left-padded rows, where transformers reads each choice's first real token."""
     import torch
 
-    hf = _torch_model(architecture, classifier_pooling="mean", **HEADS[architecture])
+    hf = _torch_model(architecture, classifier_pooling=pooling, **HEADS[architecture])
     config, params = _ours(hf, architecture)
-    ids, mask = _rows()
+    ids, mask = _rows(left=left)
     model = modernbert_hf.ARCHITECTURES[architecture]
     model = model(config, hf.config.num_labels) if "Classif" in architecture else model(config)
     if architecture.endswith("MultipleChoice"):  # 1 question x 3 choices
@@ -163,29 +200,67 @@ def test_packed_row_equals_each_sequence_alone(pooling):
         start += len(seq)
 
 
-def test_export_loads_in_transformers_and_bad_input_is_named(tmp_path):
+def test_export_loads_in_transformers(tmp_path):
+    """Our MLM and a 3-label classifier (no label names given) written as Hugging Face
+    directories: transformers' Auto classes load them and compute our logits; our loader reads
+    back the same config and weights."""
     import torch
     import transformers
+
+    ids, mask = _rows()
+    real = mask.astype(bool)
+    cases = [
+        ("ModernBertForMaskedLM", {}, transformers.AutoModelForMaskedLM),
+        ("ModernBertForSequenceClassification",
+         {"classifier_pooling": "mean", "num_labels": 3},
+         transformers.AutoModelForSequenceClassification),
+    ]  # fmt: skip
+    for architecture, kw, auto in cases:
+        config, params = _ours(_torch_model(architecture, **kw), architecture)
+        out = modernbert_hf.export_hf_dir(params, config, tmp_path / architecture, architecture)
+        loaded = auto.from_pretrained(out, attn_implementation="eager").eval()
+        with torch.no_grad():
+            theirs = loaded(torch.tensor(ids), attention_mask=torch.tensor(mask)).logits.numpy()
+        build = modernbert_hf.ARCHITECTURES[architecture]
+        model = build(config, 3) if "Classification" in architecture else build(config)
+        _close(model.apply({"params": params}, ids, mask), theirs, real if kw == {} else None)
+        config2, params2, arch = modernbert_hf.load_hf_dir(out)
+        assert arch == architecture and config2 == config
+        jax.tree_util.tree_map(np.testing.assert_array_equal, params2, params)
+
+
+def test_bad_directories_are_named(tmp_path):
     from safetensors.numpy import load_file, save_file
 
-    hf = _torch_model("ModernBertForMaskedLM")
-    config, params = _ours(hf, "ModernBertForMaskedLM")
+    config, params = _ours(_torch_model("ModernBertForMaskedLM"), "ModernBertForMaskedLM")
     out = modernbert_hf.export_hf_dir(params, config, tmp_path / "hf", "ModernBertForMaskedLM")
-    loaded = transformers.AutoModelForMaskedLM.from_pretrained(out, attn_implementation="eager")
-    ids, mask = _rows()
-    with torch.no_grad():
-        theirs = loaded(torch.tensor(ids), attention_mask=torch.tensor(mask)).logits.numpy()
-    _close(mb.ModernBertForMaskedLM(config).apply({"params": params}, ids, mask), theirs,
-           mask.astype(bool))  # fmt: skip
-    # Our loader reads it back (what fine-tuning and convert use).
-    config2, params2, arch = modernbert_hf.load_hf_dir(out)
-    assert arch == "ModernBertForMaskedLM" and config2 == config
-    state = load_file(out / "model.safetensors")
-    del state["model.layers.1.attn.Wqkv.weight"]
-    save_file(state, out / "model.safetensors")
-    with pytest.raises(BertJaxError, match=r"model.safetensors: has no tensor model.layers.1.attn"):
-        modernbert_hf.load_hf_dir(out)
-    raw = json.loads((out / "config.json").read_text())
-    (out / "config.json").write_text(json.dumps(raw | {"layer_types": ["sliding_attention"] * 4}))
-    with pytest.raises(BertJaxError, match=r"config.json: layer_types"):
+    weights, config_json = out / "model.safetensors", out / "config.json"
+    good_state, good_config = load_file(weights), json.loads(config_json.read_text())
+
+    def fails(match: str, state=None, **config_changes) -> None:
+        save_file(state if state is not None else good_state, weights)
+        config_json.write_text(json.dumps(good_config | config_changes))
+        with pytest.raises(BertJaxError, match=match):
+            modernbert_hf.load_hf_dir(out)
+
+    fails(
+        r"model.safetensors: has no tensor model.layers.1.attn.Wqkv.weight",
+        {k: v for k, v in good_state.items() if k != "model.layers.1.attn.Wqkv.weight"},
+    )
+    wrong = good_state | {"model.layers.2.mlp.Wo.weight": np.zeros((48, 32), np.float32)}
+    fails(r"model.safetensors: model.layers.2.mlp.Wo.weight has shape \(48, 32\), expected "
+          r"\(32, 48\)", wrong)  # fmt: skip
+    fails(
+        r"config.json: layer_types .* is not a global layer every n",
+        layer_types=["sliding_attention"] * 4,
+    )
+    fails(
+        r"config.json: layer_types has 3 entries for num_hidden_layers 4",
+        layer_types=["full_attention", "sliding_attention", "sliding_attention"],
+    )
+    fails(r"config.json: model_type 'bert' is not modernbert", model_type="bert")
+    fails(r"config.json: ModernBertConfig hidden_activation='swish'", hidden_activation="swish")
+    fails(r"config.json: rope_scaling .* is unsupported", rope_scaling={"rope_type": "yarn"})
+    weights.unlink()
+    with pytest.raises(BertJaxError, match=r"model.safetensors: no such file"):
         modernbert_hf.load_hf_dir(out)

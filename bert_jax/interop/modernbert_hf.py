@@ -167,6 +167,14 @@ def export_hf_dir(
     if architecture == "ModernBertModel":
         state = {k.removeprefix("model."): v for k, v in state.items()}
     hf_config = config.to_hf_dict() | {"architectures": [architecture]} | (extra_config or {})
+    if "Classification" in architecture:  # transformers sizes the classifier from id2label
+        labels = state["classifier.bias"].shape[0]
+        hf_config.setdefault("id2label", {i: f"LABEL_{i}" for i in range(labels)})
+        if len(hf_config["id2label"]) != labels:
+            raise BertJaxError(
+                f"{out_dir}: id2label has {len(hf_config['id2label'])} labels, the classifier "
+                f"{labels}"
+            )
     files = {
         "config.json": (json.dumps(hf_config, indent=2) + "\n").encode(),
         SAFETENSORS: save_safetensors(state, metadata={"format": "pt"}),

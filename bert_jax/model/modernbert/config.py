@@ -66,8 +66,8 @@ class ModernBertConfig:
             (self.classifier_activation in ACTIVATIONS, "classifier_activation",
              f"use one of {sorted(ACTIVATIONS)}"),
             (self.classifier_pooling in POOLINGS, "classifier_pooling", f"use one of {POOLINGS}"),
-            (self.local_attention > 0 and self.local_attention % 2 == 0, "local_attention",
-             "must be a positive even number (the window is +-local_attention/2)"),
+            (self.local_attention > 0, "local_attention",
+             "must be positive (a local layer sees keys +-local_attention // 2 away)"),
             (self.global_attn_every_n_layers >= 1, "global_attn_every_n_layers", "must be >= 1"),
             (self.dtype in ("float32", "bfloat16"), "dtype", "use float32 or bfloat16"),
             (self.remat_policy in REMAT_POLICIES, "remat_policy", f"use one of {REMAT_POLICIES}"),
@@ -121,6 +121,8 @@ class ModernBertConfig:
             raise BertJaxError(f"{source}: model_type {d.get('model_type')!r} is not modernbert")
         names = {f.name for f in dataclasses.fields(cls)} - set(cls.RUNTIME)
         known = {k: d[k] for k in names if k in d}
+        if d.get("rope_scaling"):
+            raise BertJaxError(f"{source}: rope_scaling {d['rope_scaling']!r} is unsupported")
         rope = d.get("rope_parameters") or {}
         for kind, field in (("full_attention", "global"), ("sliding_attention", "local")):
             params = rope.get(kind) or {}
@@ -129,12 +131,18 @@ class ModernBertConfig:
             if "rope_theta" in params:
                 known[f"{field}_rope_theta"] = float(params["rope_theta"])
         if d.get("layer_types") is not None:
+            layers = d.get("num_hidden_layers", cls.num_hidden_layers)
+            if len(d["layer_types"]) != layers:
+                raise BertJaxError(
+                    f"{source}: layer_types has {len(d['layer_types'])} entries for "
+                    f"num_hidden_layers {layers}"
+                )
             known["global_attn_every_n_layers"] = _every_n(d["layer_types"], source)
         if d.get("tie_word_embeddings") is False:
             raise BertJaxError(f"{source}: untied decoder weights are unsupported")
         try:
             return cls(**known, **runtime)
-        except TypeError as e:
+        except (TypeError, BertJaxError) as e:  # name the file whose value is bad
             raise BertJaxError(f"{source}: {e}") from None
 
 

@@ -40,13 +40,20 @@ def pool(
     mask_BxL: jax.Array,
     pack_BxL: jax.Array | None = None,
     max_sequences: int = 1,
+    first_real: bool = False,
 ) -> jax.Array:
-    """The sentence vector: B x D, or B x S x D for packed rows."""
+    """The sentence vector: B x D, or B x S x D for packed rows. `cls` pooling reads position 0
+    (sequence classification) or, with `first_real`, the first real token (multiple choice)."""
     if pack_BxL is None:
+        if cfg.classifier_pooling == "cls" and first_real:
+            # transformers' multiple choice reads the first real token (left padding too).
+            return jnp.take_along_axis(seq_BxLxD, mask_BxL.argmax(-1)[:, None, None], axis=1)[:, 0]
         if cfg.classifier_pooling == "cls":
             return seq_BxLxD[:, 0]
         w_BxL = mask_BxL.astype(seq_BxLxD.dtype)
-        return jnp.einsum("bl,bld->bd", w_BxL, seq_BxLxD) / w_BxL.sum(-1, keepdims=True)
+        # An all-padding row (a batch filled up to size) pools to zeros, not NaN.
+        count_Bx1 = jnp.maximum(w_BxL.sum(-1, keepdims=True), 1.0)
+        return jnp.einsum("bl,bld->bd", w_BxL, seq_BxLxD) / count_Bx1
     if cfg.classifier_pooling == "cls":
         slots_BxS, _ = first_tokens(pack_BxL, max_sequences)
         return jnp.take_along_axis(seq_BxLxD, slots_BxS[..., None], axis=1)
@@ -131,7 +138,8 @@ class _TaskHead(nn.Module):
         ).sequence_output
         x = seq_BxLxD
         if self.kind in ("sentence", "choice"):
-            x = pool(cfg, seq_BxLxD, mask_BxL, pack_BxL, self.max_sequences)
+            x = pool(cfg, seq_BxLxD, mask_BxL, pack_BxL, self.max_sequences,
+                     first_real=self.kind == "choice")  # fmt: skip
         x = nn.Dropout(cfg.classifier_dropout)(Head(cfg, name="head")(x), deterministic)
         classifier = nn.Dense(
             self.outputs,
