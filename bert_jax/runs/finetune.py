@@ -142,6 +142,11 @@ def run_once(cfg, job, pre, workdir: str | epath.Path, distill=None) -> dict[str
     if (kernel := cfg.get("attention_implementation", "xla")) != "xla":
         if not hasattr(bert, "attention_implementation"):  # XLNet, T5: their own attention
             raise BertJaxError(f"attention_implementation {kernel!r}: {family.name} has only xla")
+        if getattr(bert, "attention_probs_dropout_prob", 0):  # a kernel keeps no probabilities
+            logging.warning("attention_implementation %s: attention dropout %s -> 0 (the "
+                            "kernel keeps no probabilities to drop)", kernel,
+                            bert.attention_probs_dropout_prob)  # fmt: skip
+            bert = bert.replace(attention_probs_dropout_prob=0.0)
         bert = bert.replace(attention_implementation=kernel)
     batch = cfg.train_batch_size
     if cfg.get("pack_examples", False):  # rows holding about `batch` examples
