@@ -29,7 +29,7 @@ from bert_jax.errors import BertJaxError
 from bert_jax.model.attention_kernels.platform import require_platform
 
 if TYPE_CHECKING:
-    from bert_jax.model.attention_core import AttentionMask
+    from bert_jax.model.attention_mask import AttentionMask
 
 DTYPES = (jnp.bfloat16, jnp.float16)
 

@@ -40,7 +40,7 @@ from bert_jax.model.attention_kernels.platform import require_platform
 from bert_jax.model.layers import current_activation_rules
 
 if TYPE_CHECKING:
-    from bert_jax.model.attention_core import AttentionMask
+    from bert_jax.model.attention_mask import AttentionMask
 
 LANES = 128  # splash_attention_kernel.NUM_LANES
 
