@@ -7,7 +7,8 @@ Tasks: cola sst2 mrpc stsb qqp mnli qnli rte wnli. data_dir holds the GLUE downl
 (train.tsv, dev.tsv, test.tsv; MNLI dev_matched/dev_mismatched); --config.use_tfds=True reads tfds
 `glue/<task>` instead (prepared data). --config.do_predict=True also writes the GLUE submission
 TSV (e.g. MRPC.tsv). --config.sweep=True runs lr {5e-5,4e-5,3e-5,2e-5} x epochs {2,3,4} x batch
-{16,32}; --config.num_seeds=5 reports mean/std/median over seeds.
+{16,32}; --config.num_seeds=5 reports mean/std/median over seeds. --config.pack_examples=True
+packs several examples per row (same steps and metrics; experiments/bench/bench_packing.py).
 Any key of `bert_jax.train.config.finetune_config` can be overridden the same way
 (--config.max_seq_length=256 --config.log_every_steps=10 --config.optimizer=adam_reference ...).
 
