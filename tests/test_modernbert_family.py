@@ -127,11 +127,16 @@ def test_pretrains_on_real_text_and_exports(tmp_path):
         train_files=str(tmp_path / "train" / "*.tfrecord"), vocab_file=vocab, train_steps=150,
         eval_files=str(tmp_path / "eval" / "*.tfrecord"), eval_every_steps=150,
         checkpoint_every_steps=150, max_eval_steps=5, export_hf_dir=str(tmp_path / "hf"),
+        batch_warmup_start=0, batch_warmup_steps=0,  # the whole batch in so short a run
     ))  # fmt: skip
     result = run_pretraining(c, str(tmp_path / "workdir"))
-    # The most frequent token of real English ([.], "the") is under 6% of the targets; the
-    # 3000-step cpu preset reaches 0.307 (configs/modernbert.py).
-    assert result.last_eval["eval_masked_lm_accuracy"] > 0.08
+    unigram = _unigram_rate(c, tmp_path)
+    accuracy = result.last_eval["eval_masked_lm_accuracy"]
+    print(f"held-out masked-LM accuracy {accuracy:.4f}, unigram {unigram:.4f}")
+    # Measured (seed 0): 0.086 against unigram 0.032. 150 steps learn word frequencies and some
+    # context, not yet past the context-free bar (the cpu preset's 3000 steps reach 0.313
+    # against its bar 0.131: configs/modernbert.py).
+    assert accuracy > 2 * unigram
     hf = transformers.ModernBertForMaskedLM.from_pretrained(
         tmp_path / "hf", attn_implementation="eager"
     ).eval()
@@ -142,3 +147,26 @@ def test_pretrains_on_real_text_and_exports(tmp_path):
     with torch.no_grad():
         theirs = hf(torch.tensor(ids)).logits.numpy()
     np.testing.assert_allclose(np.asarray(ours), theirs, atol=1e-4)
+
+
+def _unigram_rate(c, root) -> float:
+    """Held-out accuracy of always predicting the most frequent training target, on the masks
+    the run's evaluation drew (same shards, seed and rule)."""
+    import itertools
+
+    from bert_jax.input import EvalInput
+    from bert_jax.objectives import get
+    from bert_jax.objectives.baselines import masked_lm_baselines
+    from bert_jax.objectives.masking import MaskingSpec
+
+    spec = MaskingSpec.from_vocab_file(
+        c.vocab_file, c.masked_lm_prob, rule=get(c.objective).masking
+    )
+
+    def batches(split: str, n: int):
+        data = EvalInput(str(root / split / "*.tfrecord"), c.global_batch_size, 64, 20,
+                         dynamic_masking=spec, seed=c.seed, objective=c.objective)  # fmt: skip
+        return itertools.islice(iter(data), n)
+
+    mask_id = (root / "vocab.txt").read_text().split("\n").index("[MASK]")
+    return masked_lm_baselines(batches("train", 50), batches("eval", 5), mask_id)["unigram"]
