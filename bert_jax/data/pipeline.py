@@ -117,6 +117,30 @@ def _work(s: int, b: int, data: bytes):
     return process_block(_WORKER["settings"], tokenizer, vocab, s, b, data)
 
 
+def _result(fut: cf.Future, pool: cf.ProcessPoolExecutor):
+    """`fut.result()`, or BrokenProcessPool as soon as a worker has died. The executor notices a
+    death only between messages: a worker killed while sending its (large) result leaves the
+    executor's reader waiting for the rest forever, and `fut` would never finish."""
+    while True:
+        try:
+            return fut.result(timeout=0.5)
+        except cf.TimeoutError:
+            # The executor's own process table (CPython's, not public API).
+            if any(p.exitcode is not None for p in list(pool._processes.values())):
+                raise BrokenProcessPool("a worker process died") from None
+
+
+def _stop_broken(pool: cf.ProcessPoolExecutor) -> None:
+    """Kill every worker and unblock the executor's reader (the parent holds the result pipe's
+    write end too, so without closing it a half-read message never ends), so that shutting the
+    executor down cannot hang."""
+    for proc in list(pool._processes.values()):
+        proc.kill()
+    for proc in list(pool._processes.values()):
+        proc.join(timeout=10)
+    pool._result_queue._writer.close()
+
+
 class ShardSet:
     """All output writers of a run; nothing appears under a final name unless all succeed."""
 
@@ -175,14 +199,18 @@ def run_fast(settings: Settings, sources, output_files: list[str], num_workers: 
                 initargs=(settings, max(1, (os.cpu_count() or 1) // num_workers), os.getpid()),
             ) as pool:
                 pending: collections.deque = collections.deque()
-                for s, b, data in blocks:
-                    pending.append((s, b, pool.submit(_work, s, b, data)))
-                    if len(pending) >= 2 * num_workers:
+                try:
+                    for s, b, data in blocks:
+                        pending.append((s, b, pool.submit(_work, s, b, data)))
+                        if len(pending) >= 2 * num_workers:
+                            s0, b0, fut = pending.popleft()
+                            consume(s0, b0, _result(fut, pool))
+                    while pending:
                         s0, b0, fut = pending.popleft()
-                        consume(s0, b0, fut.result())
-                while pending:
-                    s0, b0, fut = pending.popleft()
-                    consume(s0, b0, fut.result())
+                        consume(s0, b0, _result(fut, pool))
+                except BrokenProcessPool:
+                    _stop_broken(pool)
+                    raise
     except BrokenProcessPool as e:
         shards.abort()
         raise BertJaxError(
