@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
-import jax
 from etils import epath
 
 from bert_jax.errors import BertJaxError
@@ -49,10 +48,6 @@ class ModernBertFamily(Architecture):
         return modernbert_pretraining.ModernBertPretraining(
             modernbert_pretraining.config_from_bert(bert_config)
         )
-
-    def pretraining_inputs(self, batch: dict[str, jax.Array]) -> dict[str, jax.Array]:
-        names = ("input_ids", "input_mask", "masked_lm_positions")
-        return {f"{k}_{'BxP' if k.startswith('masked') else 'BxL'}": batch[k] for k in names}
 
     def pretraining_flops(self, task: Any, global_batch_size: int) -> float:
         return modernbert_pretraining.flops_per_step(

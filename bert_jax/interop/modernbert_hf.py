@@ -25,15 +25,15 @@ from bert_jax import file_set
 from bert_jax.errors import BertJaxError
 from bert_jax.model import modernbert as mb
 
+# Each transformers class -> our module, built as `build(config, num_labels)` (the label count
+# matters to the classifiers only).
 ARCHITECTURES = {
-    "ModernBertModel": None,
-    "ModernBertForMaskedLM": lambda c: mb.ModernBertForMaskedLM(c),
-    "ModernBertForSequenceClassification": lambda c, n=2: mb.ModernBertForSequenceClassification(
-        c, n
-    ),
-    "ModernBertForTokenClassification": lambda c, n=2: mb.ModernBertForTokenClassification(c, n),
-    "ModernBertForQuestionAnswering": lambda c: mb.ModernBertForQuestionAnswering(c),
-    "ModernBertForMultipleChoice": lambda c: mb.ModernBertForMultipleChoice(c),
+    "ModernBertModel": lambda c, n=2: mb.ModernBertModel(c),
+    "ModernBertForMaskedLM": lambda c, n=2: mb.ModernBertForMaskedLM(c),
+    "ModernBertForSequenceClassification": mb.ModernBertForSequenceClassification,
+    "ModernBertForTokenClassification": mb.ModernBertForTokenClassification,
+    "ModernBertForQuestionAnswering": lambda c, n=2: mb.ModernBertForQuestionAnswering(c),
+    "ModernBertForMultipleChoice": lambda c, n=2: mb.ModernBertForMultipleChoice(c),
 }
 SAFETENSORS = "model.safetensors"
 
@@ -111,20 +111,15 @@ def params_from_state_dict(
 
 
 def _template(config: mb.ModernBertConfig, architecture: str, num_labels: int) -> Any:
-    if architecture == "ModernBertModel":
-        model, prefix = mb.ModernBertModel(config), True
-    elif architecture in ARCHITECTURES:
-        build = ARCHITECTURES[architecture]
-        model = build(config, num_labels) if "Classification" in architecture else build(config)
-        prefix = False
-    else:
+    if architecture not in ARCHITECTURES:
         raise BertJaxError(f"architecture {architecture!r}: use one of {', '.join(ARCHITECTURES)}")
+    model = ARCHITECTURES[architecture](config, num_labels)
     ids = np.zeros((1, 1, 4) if architecture.endswith("MultipleChoice") else (1, 4), np.int32)
     kw = {"input_ids_BxCxL": ids} if ids.ndim == 3 else {}
     args = () if kw else (ids,)
     shapes = jax.eval_shape(lambda: model.init(jax.random.PRNGKey(0), *args, **kw))["params"]
     shapes = meta.unbox(shapes)
-    return {"model": shapes} if prefix else shapes
+    return {"model": shapes} if architecture == "ModernBertModel" else shapes
 
 
 def load_hf_dir(path: str | os.PathLike, **runtime: Any) -> tuple[mb.ModernBertConfig, Any, str]:

@@ -169,6 +169,17 @@ class Embeddings(nn.Module):
         return nn.Dropout(cfg.embedding_dropout)(x_BxLxD, deterministic=deterministic)
 
 
+def _layer_class(cfg: ModernBertConfig, static_kind: bool) -> type[Layer]:
+    """`Layer`, rematerialised as `remat_policy` says; `static_kind`: the layer's kind (global or
+    local) is a Python bool (looped layers), not a scanned input."""
+    if cfg.remat_policy == "none":
+        return Layer
+    return nn.remat(
+        Layer, policy=REMAT_POLICIES[cfg.remat_policy], static_argnums=(3,) if static_kind else (),
+        prevent_cse=not cfg.scan_layers,
+    )  # fmt: skip
+
+
 class ModernBertModel(nn.Module):
     config: ModernBertConfig
 
@@ -198,12 +209,7 @@ class ModernBertModel(nn.Module):
         )
         x_BxLxD = constrain_batch(Embeddings(cfg, name="embeddings")(input_ids_BxL, deterministic))
         hidden = [x_BxLxD]
-        layer_cls = Layer
-        if cfg.remat_policy != "none":
-            layer_cls = nn.remat(
-                Layer, policy=REMAT_POLICIES[cfg.remat_policy], static_argnums=(3,),
-                prevent_cse=not cfg.scan_layers,
-            )  # fmt: skip
+        layer_cls = _layer_class(cfg, static_kind=True)
         x_BxLxD, _ = layer_cls(cfg, deterministic, True, name="layer_0")(
             x_BxLxD, (masks, ropes), True
         )
@@ -211,9 +217,7 @@ class ModernBertModel(nn.Module):
         rest = cfg.num_hidden_layers - 1
         if cfg.scan_layers and rest:
             stack = nn.scan(
-                layer_cls
-                if cfg.remat_policy == "none"
-                else nn.remat(Layer, policy=REMAT_POLICIES[cfg.remat_policy], prevent_cse=False),
+                _layer_class(cfg, static_kind=False),
                 variable_axes={"params": 0},
                 split_rngs={"params": True, "dropout": True},
                 in_axes=(nn.broadcast, 0),

@@ -14,10 +14,10 @@ from bert_jax.model.modernbert.config import ModernBertConfig
 from bert_jax.model.modernbert.heads import ModernBertForMaskedLM
 
 
-def config_from_bert(bert: Any, special_ids: dict[str, int] | None = None) -> ModernBertConfig:
+def config_from_bert(bert: Any) -> ModernBertConfig:
     """The ModernBERT of a BERT size preset: same width, depth, heads, vocab and dropout; the
-    GeGLU's inner width is the preset's intermediate_size (the ModernBERT recipes set it)."""
-    ids = special_ids or {}
+    GeGLU's inner width is the preset's intermediate_size (the ModernBERT recipes set it). The
+    special-token ids are the vocabulary's, set when the run is exported."""
     return ModernBertConfig(
         vocab_size=bert.vocab_size,
         hidden_size=bert.hidden_size,
@@ -32,7 +32,6 @@ def config_from_bert(bert: Any, special_ids: dict[str, int] | None = None) -> Mo
         scan_layers=bert.scan_layers,
         remat_policy=bert.remat_policy,
         attention_implementation=bert.attention_implementation,
-        **ids,
     )
 
 
