@@ -94,8 +94,8 @@ def test_every_hidden_state_and_the_mlm_logits_padded(scan):
     with torch.no_grad():
         ref = hf(torch.tensor(ids), attention_mask=torch.tensor(mask), output_hidden_states=True)
     real = mask.astype(bool)
-    if scan:  # the scanned layout: the same weights, layers 1..N-1 stacked
-        config, params = config.replace(scan_layers=True), _scanned(params)
+    if scan:  # the scanned layout (rematerialised): the same weights, layers 1..N-1 stacked
+        config, params = config.replace(scan_layers=True, remat_policy="full"), _scanned(params)
     enc = mb.ModernBertModel(config).apply(
         {"params": params["model"]}, jnp.asarray(ids), jnp.asarray(mask), output_hidden_states=True
     )
