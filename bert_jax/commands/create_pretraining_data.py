@@ -18,6 +18,12 @@ Features written (int64 unless noted; padded with 0):
     masked_lm_weights (float)                      [max_predictions_per_seq]
     next_sentence_labels                           [1]
   --dynamic_masking: input_ids, input_mask, segment_ids, next_sentence_labels only.
+  --pack_sequences=S (S > 1): up to S instances per record, short ones sharing a row; adds
+    pack_ids [max_seq_length] (the instance of each token: 1..S, 0 on padding) after
+    segment_ids, and next_sentence_labels is [S] (one label per instance slot, 0 when empty).
+    Pretraining reads S from the shards' stats.json. Objectives packed across documents
+    (full_sentences, modernbert) then stop each segment at its document's end instead, so
+    attention never crosses a document (RoBERTa's DOC-SENTENCES, packed back to full rows).
 next_sentence_labels: nsp 1 = B is a random span of another document; sop 1 = A/B swapped (a
 one-sentence chunk takes a random B, as ALBERT's code); full_sentences and doc_sentences
 (packed within one document) always 0 (one segment).
@@ -88,6 +94,13 @@ flags.DEFINE_bool(
     "Write unmasked instances (no masked_lm_* features); "
     "the input pipeline masks at training time.",
 )
+flags.DEFINE_integer(
+    "pack_sequences",
+    1,
+    "Instances per record: > 1 packs short instances into shared rows (pack_ids keeps each "
+    "one's attention to itself; full_sentences/modernbert segments then stop at document "
+    "ends); 1 = the reference's one instance per record.",
+)
 flags.DEFINE_enum("runner", "local", ["local", "beam"], "local processes or Apache Beam.")
 flags.DEFINE_list(
     "beam_pipeline_options",
@@ -134,6 +147,7 @@ def main(argv: list[str]) -> None:
         mask_prob=FLAGS.mask_prob,
         random_prob=FLAGS.random_prob,
         dynamic_masking=FLAGS.dynamic_masking,
+        pack_sequences=FLAGS.pack_sequences,
         reference_compat=FLAGS.reference_compat,
         num_workers=FLAGS.num_workers,
         runner=FLAGS.runner,
@@ -143,7 +157,8 @@ def main(argv: list[str]) -> None:
     )
     logging.info("stats: %s", {k: summary[k] for k in ("instances", "tokens", "masked_fraction")})
     print(
-        f"wrote {summary['instances']} instances ({summary['tokens']} tokens) to "
+        f"wrote {summary['instances']} instances ({summary['tokens']} tokens) in "
+        f"{summary['records']} records to "
         f"{len(summary['output_files'])} file(s); stats.json next to them"
     )
 

@@ -6,10 +6,12 @@ per-token Python loop (`columns` -> `bert_jax.shards.example.encode_batch`).
 from __future__ import annotations
 
 import itertools
+import random
 
 import numpy as np
 
 from bert_jax.data.instances import Instance, InstanceConfig, Vocab
+from bert_jax.data.row_packing import assign_rows
 from bert_jax.objectives.base import TokenMasking
 from bert_jax.objectives.masking import MaskingSpec, mask_batch
 
@@ -29,6 +31,36 @@ def pack(instances: list[Instance], cfg: InstanceConfig) -> dict[str, np.ndarray
     )
     labels_N = np.fromiter((i.next_sentence_label for i in instances), np.int64, n)
     return {"input_ids": ids_NxL, "segment_ids": seg_NxL, "lengths": lengths_N, "labels": labels_N}
+
+
+def pack_rows(batch: dict, max_sequences: int, rng: random.Random) -> dict[str, np.ndarray]:
+    """A block's padded instances -> rows of up to `max_sequences` instances back to back
+    (best-fit decreasing, `bert_jax.data.row_packing`), the rows shuffled by `rng` so
+    that record order does not follow length. Adds `pack_ids` [R, L] (1..S, 0 on padding);
+    `lengths` becomes the row's real tokens, `labels` [R, S] (0 in an empty slot). Masking runs
+    on the rows afterwards, at the same rate over their real tokens."""
+    ids_NxL, seg_NxL, lengths_N = batch["input_ids"], batch["segment_ids"], batch["lengths"]
+    rows = assign_rows(lengths_N, ids_NxL.shape[1], max_sequences)
+    rng.shuffle(rows)
+    r = len(rows)
+    out = {
+        "input_ids": np.zeros((r, ids_NxL.shape[1]), np.int64),
+        "segment_ids": np.zeros((r, ids_NxL.shape[1]), np.int64),
+        "pack_ids": np.zeros((r, ids_NxL.shape[1]), np.int64),
+        "lengths": np.zeros((r,), np.int64),
+        "labels": np.zeros((r, max_sequences), np.int64),
+    }
+    for row, members in enumerate(rows):
+        start = 0
+        for slot, i in enumerate(members):
+            end = start + int(lengths_N[i])
+            out["input_ids"][row, start:end] = ids_NxL[i, : end - start]
+            out["segment_ids"][row, start:end] = seg_NxL[i, : end - start]
+            out["pack_ids"][row, start:end] = slot + 1
+            out["labels"][row, slot] = batch["labels"][i]
+            start = end
+        out["lengths"][row] = start
+    return out
 
 
 def masking_spec(vocab: Vocab, rule: TokenMasking, cfg: InstanceConfig) -> MaskingSpec:
@@ -73,23 +105,33 @@ def columns(batch: dict, cfg: InstanceConfig) -> dict[str, np.ndarray]:
         "input_mask": (np.arange(seq)[None, :] < batch["lengths"][:, None]).astype(np.int64),
         "segment_ids": batch["segment_ids"],
     }
+    if "pack_ids" in batch:
+        out["pack_ids"] = batch["pack_ids"]
     if not cfg.dynamic_masking:
         preds = cfg.max_predictions_per_seq
         out["masked_lm_positions"] = batch["masked_lm_positions"]
         out["masked_lm_ids"] = batch["masked_lm_ids"]
         weights_NxP = np.arange(preds)[None, :] < batch["num_masked"][:, None]
         out["masked_lm_weights"] = weights_NxP.astype(np.float32)
-    out["next_sentence_labels"] = batch["labels"][:, None]
+    labels = batch["labels"]
+    out["next_sentence_labels"] = labels if labels.ndim == 2 else labels[:, None]
     return out
 
 
-def add_stats(st: dict, batch: dict, cfg: InstanceConfig) -> None:
+def add_instance_stats(st: dict, batch: dict, cfg: InstanceConfig) -> None:
+    """The per-instance counters, from a block's instances before packing."""
     lengths_N = batch["lengths"]
     st["instances"] += len(lengths_N)
     st["tokens"] += int(lengths_N.sum())
     st["label_1"] += int(batch["labels"].sum())
     counts = np.bincount(lengths_N, minlength=cfg.max_seq_length + 1)
     st["lengths"] = [a + int(b) for a, b in zip(st["lengths"], counts, strict=True)]
+
+
+def add_record_stats(st: dict, batch: dict, cfg: InstanceConfig) -> None:
+    """The per-record counters (masks are drawn per record), from the rows written."""
+    lengths_N = batch["lengths"]
+    st["records"] += len(lengths_N)
     if not cfg.dynamic_masking:
         st["masked_positions"] += int(batch["num_masked"].sum())
         kinds = ("mask_token", "random_token", "kept_token")

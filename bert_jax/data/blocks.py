@@ -96,17 +96,26 @@ def process_block(settings: Settings, tokenizer, vocab: Vocab, s: int, b: int, d
     )
     docs = group_documents(lines, (next(encoded) if line else [] for line in lines), st)
     objective = objectives.get(cfg.objective)
+    pairing = objective.pairing
+    if cfg.pack_sequences > 1 and pairing == "packed":
+        # Packed rows keep attention inside each sequence: segments that stop at document ends,
+        # packed back to full rows, are FULL-SENTENCES without attention across documents.
+        pairing = "packed_docs"
     instances = []
     for dupe in range(settings.dupe_factor if docs else 0):
         rng = random.Random(f"{settings.random_seed}/{s}/{b}/{dupe}")
-        instances += build_instances(objective.pairing, docs, cfg, vocab, rng)
+        instances += build_instances(pairing, docs, cfg, vocab, rng)
     if not instances:
         return [], st
     random.Random(f"{settings.random_seed}/{s}/{b}/shuffle").shuffle(instances)
     arrays = batch.pack(instances, cfg)
+    batch.add_instance_stats(st, arrays, cfg)
+    if cfg.pack_sequences > 1:
+        rows_rng = random.Random(f"{settings.random_seed}/{s}/{b}/rows")
+        arrays = batch.pack_rows(arrays, cfg.pack_sequences, rows_rng)
     if not cfg.dynamic_masking and objective.masking is not None:
         # The input pipeline's masker, with the block's rows as example indices.
         spec = batch.masking_spec(vocab, objective.masking, cfg)
         batch.mask(arrays, spec, cfg.max_predictions_per_seq, block_seed(settings, s, b))
-    batch.add_stats(st, arrays, cfg)
+    batch.add_record_stats(st, arrays, cfg)
     return list(enumerate(encode_batch(batch.columns(arrays, cfg)))), st

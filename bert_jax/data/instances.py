@@ -36,6 +36,8 @@ class InstanceConfig:
     # The split of the selected tokens (Table 8 of the paper); None = the objective's own.
     mask_prob: float | None = None  # -> [MASK]
     random_prob: float | None = None  # -> a random token (the rest keep their token)
+    # Instances per record: > 1 packs short instances into shared rows (bert_jax.data.batch).
+    pack_sequences: int = 1
 
 
 @dataclasses.dataclass(frozen=True)

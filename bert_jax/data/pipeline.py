@@ -77,6 +77,14 @@ def check_config(cfg: InstanceConfig, dupe_factor: int) -> None:
             f"--mask_prob={cfg.mask_prob} --random_prob={cfg.random_prob}: each must be in "
             "[0, 1] and their sum at most 1 (the rest of the selected tokens stay unchanged)"
         )
+    if cfg.pack_sequences < 1:
+        raise BertJaxError(f"--pack_sequences={cfg.pack_sequences}: must be >= 1")
+    if cfg.pack_sequences > 1 and not objectives.get(cfg.objective).packable:
+        packable = ", ".join(n for n in objectives.names() if objectives.get(n).packable)
+        raise BertJaxError(
+            f"--pack_sequences={cfg.pack_sequences}: objective {cfg.objective} does not train "
+            f"on packed rows (packable: {packable})"
+        )
     wanted = round(cfg.max_seq_length * cfg.masked_lm_prob)
     if not cfg.dynamic_masking and cfg.max_predictions_per_seq < wanted:
         log.warning(
@@ -329,6 +337,7 @@ def create_pretraining_data(
     mask_prob: float | None = None,
     random_prob: float | None = None,
     dynamic_masking: bool = False,
+    pack_sequences: int = 1,
     reference_compat: bool = False,
     num_workers: int = 1,
     runner: str = "local",
@@ -361,6 +370,7 @@ def create_pretraining_data(
         dynamic_masking=dynamic_masking or spec.masking is None,
         mask_prob=mask_prob,
         random_prob=random_prob,
+        pack_sequences=pack_sequences,
     )
     check_config(cfg, dupe_factor)
     for flag, value, least in (
@@ -378,6 +388,10 @@ def create_pretraining_data(
     stats_dir = epath.Path(output_dir) if output_dir else epath.Path(output_files[0]).parent
     if reference_compat and (spec.pairing != "sentence_pairs" or runner != "local"):
         raise BertJaxError("--reference_compat supports only --objective=nsp and the local runner")
+    if reference_compat and pack_sequences > 1:
+        raise BertJaxError(
+            "--reference_compat writes one instance per record: drop --pack_sequences"
+        )
     if reference_compat and (mask_prob, random_prob) not in ((None, None), (0.8, 0.1)):
         raise BertJaxError("--reference_compat masks 80/10/10 as the reference: drop --mask_prob")
     settings = Settings(
@@ -424,7 +438,10 @@ def create_pretraining_data(
         {
             "mode": mode,
             "objective": spec.name,
-            "features": [f.name for f in spec.shard_schema(1, 1, not cfg.dynamic_masking)],
+            "features": [
+                f.name
+                for f in spec.shard_schema(1, 1, not cfg.dynamic_masking, cfg.pack_sequences)
+            ],
             "settings": {
                 **dataclasses.asdict(cfg),
                 "do_lower_case": do_lower_case,

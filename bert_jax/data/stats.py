@@ -25,6 +25,7 @@ COUNTERS = (
     "invalid_utf8_lines",
     "long_lines_split",
     "text_bytes",
+    "records",  # rows written: the instances, or fewer when packed (--pack_sequences)
 )
 
 
@@ -35,6 +36,7 @@ def new_stats(max_seq_length: int) -> dict:
 def add_instance(stats: dict, inst: Instance, cfg: InstanceConfig) -> None:
     n = len(inst.input_ids)
     stats["instances"] += 1
+    stats["records"] += 1
     stats["tokens"] += n
     stats["lengths"][n] += 1
     stats["label_1"] += inst.next_sentence_label
@@ -56,7 +58,7 @@ def merge(a: dict, b: dict) -> dict:
 
 def summarize(stats: dict, cfg: InstanceConfig, extra: dict | None = None) -> dict:
     """The stats.json content: raw counts plus the derived fractions and a length histogram."""
-    n, max_len = stats["instances"], cfg.max_seq_length
+    n, max_len, records = stats["instances"], cfg.max_seq_length, stats["records"]
     lengths = np.asarray(stats["lengths"])
     edges = np.linspace(0, max_len, 9).round().astype(int)
     edges[-1] = max_len + 1
@@ -65,7 +67,8 @@ def summarize(stats: dict, cfg: InstanceConfig, extra: dict | None = None) -> di
     summary = {
         "instances": n,
         "tokens": stats["tokens"],
-        "padding_fraction": 1.0 - stats["tokens"] / (n * max_len) if n else 0.0,
+        # Of the records' token slots (packed records hold several instances).
+        "padding_fraction": 1.0 - stats["tokens"] / (records * max_len) if records else 0.0,
         "mean_length": stats["tokens"] / n if n else 0.0,
         "masked_fraction": stats["masked_positions"] / stats["tokens"] if stats["tokens"] else 0.0,
         "masked_positions": stats["masked_positions"],

@@ -56,7 +56,10 @@ class Architecture:
     def pretraining_inputs(self, batch: dict[str, jax.Array]) -> dict[str, jax.Array]:
         """The model's keyword arguments from a batch of the objective's arrays."""
         names = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
-        return {f"{k}_{_suffix(k)}": batch[k] for k in names if k in batch}
+        inputs = {f"{k}_{_suffix(k)}": batch[k] for k in names if k in batch}
+        if "pack_ids" in batch:  # packed shards: only packable objectives' models get here
+            inputs["pack_BxL"] = batch["pack_ids"]
+        return inputs
 
     def pretraining_rngs(self, rng: jax.Array, deterministic: bool) -> dict[str, jax.Array]:
         return {} if deterministic else {"dropout": rng}

@@ -32,6 +32,10 @@ Every batch (train and eval) has the keys
     masked_lm_weights                            float32 [B, max_predictions_per_seq]
     next_sentence_labels                         int32   [B]   (reference's [B, 1] squeezed)
     example_mask                                 float32 [B]   1 = real example, 0 = padding
+Packed shards (`pack_sequences=S`, written by create-pretraining-data --pack_sequences=S) add
+    pack_ids                                     int32   [B, max_seq_length] instance 1..S, 0 pad
+and next_sentence_labels is [B, S] (0 in an empty slot; a slot is present iff its id occurs in
+pack_ids). Masks, static or dynamic, are drawn per row at the same rate over its real tokens.
 Training batches never contain padding (example_mask is all ones). Eval pads the last partial
 batch with all-zero examples (example_mask 0, masked_lm_weights 0) instead of dropping them, and
 every process yields the same number of eval batches, so multi-host eval never hangs; weight

@@ -219,6 +219,18 @@ def restore_text(batch: dict[str, np.ndarray], where: str = "") -> None:
     batch["input_ids"] = input_ids
 
 
+def check_pack_sequences(objective: Objective, pack_sequences: int) -> int:
+    """`pack_sequences` of a reader: >= 1, and > 1 only for an objective trained on packed rows."""
+    if pack_sequences < 1:
+        raise BertJaxError(f"pack_sequences={pack_sequences}: must be >= 1")
+    if pack_sequences > 1 and not objective.packable:
+        raise BertJaxError(
+            f"pack_sequences={pack_sequences}: objective {objective.name} does not train on "
+            "packed rows"
+        )
+    return pack_sequences
+
+
 def finish_batch(
     parsed: dict[str, np.ndarray],
     objective: Objective,
@@ -227,6 +239,7 @@ def finish_batch(
     max_predictions_per_seq: int,
     seed: int,
     example_mask_B: np.ndarray | None = None,
+    pack_sequences: int = 1,
 ) -> dict[str, np.ndarray]:
     """Parsed int64/float32 features -> the objective's batch arrays (masked when `masking`
     is given, int32 ids, [B] labels, example_mask)."""
@@ -254,7 +267,9 @@ def finish_batch(
     length, predictions = batch["input_ids"].shape[1], max_predictions_per_seq
     out = {
         key: batch[key].astype(dtype).reshape(shape)
-        for key, (shape, dtype) in objective.batch_shapes(n, length, predictions).items()
+        for key, (shape, dtype) in objective.batch_shapes(
+            n, length, predictions, pack_sequences
+        ).items()
     }
     if example_mask_B is not None and "masked_lm_weights" in out:  # padding: no MLM weight
         out["masked_lm_weights"] *= out["example_mask"][:, None]

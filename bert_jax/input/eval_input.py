@@ -41,6 +41,7 @@ class EvalInput:
         process_index: int | None = None,
         process_count: int | None = None,
         vocab_size: int | None = None,
+        pack_sequences: int = 1,
     ):
         all_files = batches.expand_files(files)
         self.files, self.process_index, self.process_count = batches.process_files(
@@ -56,8 +57,10 @@ class EvalInput:
         self.seed = seed
         self.objective = objectives.get(objective)
         unmasked = batches.reads_unmasked_text(self.objective, dynamic_masking)
+        # Packed shards (create-pretraining-data --pack_sequences=S): S instances per record.
+        self.pack_sequences = batches.check_pack_sequences(self.objective, pack_sequences)
         schema = self.objective.shard_schema(
-            max_seq_length, max_predictions_per_seq, static_masks=not unmasked
+            max_seq_length, max_predictions_per_seq, not unmasked, pack_sequences
         )
         self.vocab_size = vocab_size  # token ids checked against it, as in PretrainInput
         batches.check_shard_vocab(self.files, vocab_size)
@@ -97,5 +100,6 @@ class EvalInput:
             self.dynamic_masking,
             self.max_predictions_per_seq,
             self.seed,
+            pack_sequences=self.pack_sequences,
             example_mask_B=(np.arange(size) < n),
         )

@@ -4,8 +4,9 @@ beside the shards (or in the --output_dir above them). Before anything is built:
 - `check_shard_objective`: shards written for an objective the run cannot read (T5 shards in a
   BERT config, NSP pairs under an SOP head, ...) are refused naming both objectives and a fix
   that works in the config's family;
-- `with_shard_geometry`: a max_seq_length / max_predictions_per_seq the config leaves unset
-  (None, as pretrain_cpu.py) is the shards' own, from stats.json or their first record;
+- `with_shard_geometry`: a max_seq_length / max_predictions_per_seq / pack_sequences the config
+  leaves unset (None, as pretrain_cpu.py) is the shards' own, from stats.json or their first
+  record (pack_sequences: 1 when neither says);
 - `check_shard_geometry`: a geometry the config sets and the shards do not have is refused, with
   the exact flags that fix it either way."""
 
@@ -22,7 +23,9 @@ from bert_jax.errors import BertJaxError
 from bert_jax.input.batches import expand_files
 from bert_jax.objectives.base import Objective
 
-GEOMETRY = ("max_seq_length", "max_predictions_per_seq")
+GEOMETRY = ("max_seq_length", "max_predictions_per_seq", "pack_sequences")
+# Shards whose stats.json and first record do not say (written before packing existed): unpacked.
+_DEFAULTS = {"pack_sequences": 1}
 
 
 def shard_settings(files: str) -> tuple[epath.Path, dict[str, Any]] | None:
@@ -125,7 +128,10 @@ def _first_record_lengths(files: str) -> dict[str, int]:
         raise BertJaxError(f"{path}: no records (empty TFRecord file)")
     features = decode(first)
     lengths = {"max_seq_length": "input_ids", "max_predictions_per_seq": "masked_lm_positions"}
-    return {k: int(features[f].size) for k, f in lengths.items() if f in features}
+    found = {k: int(features[f].size) for k, f in lengths.items() if f in features}
+    if "pack_ids" in features:  # one sentence label per instance slot
+        found["pack_sequences"] = int(features["next_sentence_labels"].size)
+    return found
 
 
 def with_shard_geometry(config: Any) -> Any:
@@ -144,6 +150,7 @@ def with_shard_geometry(config: Any) -> Any:
         else:
             found, where = _first_record_lengths(config.train_files), "their first record"
     config = config.copy_and_resolve_references()
+    found = {**_DEFAULTS, **{k: v for k, v in found.items() if v is not None}}
     for key in unset:
         if found.get(key) is None:
             raise BertJaxError(
@@ -161,7 +168,7 @@ def check_shard_geometry(config: Any) -> None:
         checked = GEOMETRY
         if settings.get("dynamic_masking") or config.get("dynamic_masking") or masking is None:
             # masks are drawn at training time, or the objective reads none (ltr, XLNet)
-            checked = ("max_seq_length",)
+            checked = ("max_seq_length", "pack_sequences")
         wrong = [k for k in checked
                  if k in settings and config.get(k) is not None and settings[k] != config.get(k)]
         if not wrong:

@@ -13,7 +13,8 @@ A packed row holds examples back to back from slot 0, `pack_ids` numbers them 1.
 model restarts positions per example and keeps attention inside it, so every example's outputs
 equal the padded ones.
 
-Rows are assigned by best-fit decreasing: examples longest first (ties by index), each into the
+Rows are assigned by best-fit decreasing (`bert_jax.data.row_packing`, which packed pretraining
+shards use too): examples longest first (ties by index), each into the
 open row whose free space fits it most tightly, a new row when none does; a row closes at
 `max_sequences` examples. It is deterministic (a function of the lengths alone) and wastes little:
 first-fit/best-fit decreasing need at most 11/9 of the optimal number of rows, where greedy packing
@@ -28,7 +29,11 @@ import dataclasses
 
 import numpy as np
 
+from bert_jax.data.row_packing import assign_rows
 from bert_jax.errors import BertJaxError
+
+__all__ = ["Packing", "assign_rows", "example_lengths", "pack_arrays", "unpack_sequences",
+           "unpack_tokens"]  # fmt: skip
 
 INPUT_KEYS = ("input_ids", "input_mask", "segment_ids")
 
@@ -67,26 +72,6 @@ class Packing:
             "efficiency": self.efficiency,
             "padded_efficiency": self.padded_efficiency,
         }
-
-
-def assign_rows(lengths: np.ndarray, max_seq_length: int, max_sequences: int) -> list[list[int]]:
-    """Best-fit decreasing: the example indices of every row, in index order within a row."""
-    if max_sequences < 1:
-        raise BertJaxError(f"max_sequences {max_sequences}: must be at least 1")
-    rows: list[list[int]] = []
-    open_by_free: list[list[int]] = [[] for _ in range(max_seq_length + 1)]  # free -> rows
-    for i in sorted(range(len(lengths)), key=lambda i: (-int(lengths[i]), i)):
-        need = int(lengths[i])
-        fit = next((f for f in range(need, max_seq_length + 1) if open_by_free[f]), None)
-        if fit is None:
-            row, fit = len(rows), max_seq_length
-            rows.append([])
-        else:
-            row = open_by_free[fit].pop()
-        rows[row].append(i)
-        if len(rows[row]) < max_sequences and fit > need:
-            open_by_free[fit - need].append(row)
-    return [sorted(r) for r in rows]
 
 
 def example_lengths(input_mask_NxL: np.ndarray) -> np.ndarray:

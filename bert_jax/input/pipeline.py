@@ -55,6 +55,7 @@ class PretrainInput(grain.DatasetIterator):
         process_count: int | None = None,
         verify_crc: bool = True,
         vocab_size: int | None = None,
+        pack_sequences: int = 1,
     ):
         if not 0 <= seed < 2**32:
             raise BertJaxError(f"seed must be in [0, 2**32), got {seed}")
@@ -73,8 +74,10 @@ class PretrainInput(grain.DatasetIterator):
         self.dynamic_masking = dynamic_masking
         self.objective = objectives.get(objective)
         unmasked = batches.reads_unmasked_text(self.objective, dynamic_masking)
+        # Packed shards (create-pretraining-data --pack_sequences=S): S instances per record.
+        self.pack_sequences = batches.check_pack_sequences(self.objective, pack_sequences)
         schema = self.objective.shard_schema(
-            max_seq_length, max_predictions_per_seq, static_masks=not unmasked
+            max_seq_length, max_predictions_per_seq, not unmasked, pack_sequences
         )
         # vocab_size: token ids are checked against it at start-up and in every batch.
         self.vocab_size = vocab_size
@@ -92,6 +95,8 @@ class PretrainInput(grain.DatasetIterator):
             "dynamic_masking": None if dynamic_masking is None else dynamic_masking.fingerprint(),
             "objective": self.objective.name,
         }
+        if pack_sequences > 1:  # (absent from the states of runs before packing existed)
+            self._fingerprint["pack_sequences"] = pack_sequences
         self._verify_crc = verify_crc
         self._dataset = self._build(shuffle, num_epochs, shuffle_window, cycle_length, prefetch)
         self._iterator = iter(self._dataset)
@@ -136,6 +141,7 @@ class PretrainInput(grain.DatasetIterator):
             self.dynamic_masking,
             self.max_predictions_per_seq,
             self.seed,
+            pack_sequences=self.pack_sequences,
         )
 
     def _where(self, step: int) -> str:

@@ -78,6 +78,11 @@ class Objective:
     # another layout than the shards' (XLNet: `permutation_lm.XLNetLayout`); it declares its
     # extra arrays (`extra_shapes(b, l, p)`) and builds them (`apply(batch, index_B, p, seed)`).
     layout: Any = None
+    # Its instances can share a record (`pack_sequences` > 1: several per row, `pack_ids`
+    # keeping attention inside each): a bidirectional encoder whose model reads packed rows.
+    # Not a next-token LM (its last token would predict the next sequence's first), nor the
+    # objectives whose models take no `pack_BxL` (ELECTRA, XLNet).
+    packable: bool = False
 
     def __post_init__(self) -> None:
         if self.pairing not in PAIRINGS:
@@ -102,32 +107,48 @@ class Objective:
         return max_seq_length if "ltr" in self.heads else max_predictions_per_seq
 
     def shard_schema(
-        self, max_seq_length: int, max_predictions_per_seq: int, static_masks: bool
+        self,
+        max_seq_length: int,
+        max_predictions_per_seq: int,
+        static_masks: bool,
+        pack_sequences: int = 1,
     ) -> Schema:
         """The features a shard of this objective holds, in the order they are written
         (google-research/bert's order); without static masks the masks are drawn at training
-        time and only the unmasked inputs are stored."""
+        time and only the unmasked inputs are stored. Packed shards (`pack_sequences` S > 1)
+        add `pack_ids` (which instance each token belongs to: 1..S, 0 on padding) and hold one
+        sentence label per instance slot (0 in an empty slot)."""
         features = [
             Feature("input_ids", max_seq_length, "int64"),
             Feature("input_mask", max_seq_length, "int64"),
             Feature("segment_ids", max_seq_length, "int64"),
         ]
+        if pack_sequences > 1:
+            features.append(Feature("pack_ids", max_seq_length, "int64"))
         if static_masks and self.masking is not None:
             features += [
                 Feature("masked_lm_positions", max_predictions_per_seq, "int64"),
                 Feature("masked_lm_ids", max_predictions_per_seq, "int64"),
                 Feature("masked_lm_weights", max_predictions_per_seq, "float32"),
             ]
-        features.append(Feature("next_sentence_labels", 1, "int64"))
+        features.append(Feature("next_sentence_labels", pack_sequences, "int64"))
         return tuple(features)
 
     def batch_shapes(
-        self, batch_size: int, max_seq_length: int, max_predictions_per_seq: int
+        self,
+        batch_size: int,
+        max_seq_length: int,
+        max_predictions_per_seq: int,
+        pack_sequences: int = 1,
     ) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
-        """Every array of a training batch: ids as int32, the [B, 1] label squeezed to [B], and
-        `example_mask` (1 = real example, 0 = eval padding)."""
+        """Every array of a training batch: ids as int32, the [B, 1] label squeezed to [B] ([B, S]
+        packed), and `example_mask` (1 = real example, 0 = eval padding)."""
         out: dict[str, tuple[tuple[int, ...], np.dtype]] = {}
-        for f in self.shard_schema(max_seq_length, max_predictions_per_seq, static_masks=True):
+        schema = self.shard_schema(
+            max_seq_length, max_predictions_per_seq, static_masks=True,
+            pack_sequences=pack_sequences,
+        )  # fmt: skip
+        for f in schema:
             if f.name == "next_sentence_labels" and self.sentence_head is None:
                 continue
             shape = (batch_size,) if f.length == 1 else (batch_size, f.length)

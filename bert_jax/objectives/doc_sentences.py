@@ -21,4 +21,5 @@ OBJECTIVE = Objective(
     heads=("mlm",),
     loss=loss,
     data_flag="doc_sentences",
+    packable=True,
 )

@@ -20,4 +20,5 @@ OBJECTIVE = Objective(
     heads=("mlm",),
     loss=loss,
     data_flag="full_sentences",
+    packable=True,
 )

@@ -36,11 +36,19 @@ def _token_weights(batch) -> jax.Array:
     return weights_BxL
 
 
-def _example_weights(batch) -> jax.Array:
-    labels_B = batch["next_sentence_labels"].reshape(-1)
+def sentence_weights(batch) -> jax.Array:
+    """The weight of every sentence label: B (1 = real example, 0 = eval padding), or B x S for
+    packed rows (1 where slot s holds an instance: its id s + 1 occurs in `pack_ids`)."""
+    labels = batch["next_sentence_labels"]
+    weights = jnp.ones(labels.shape, jnp.float32)
+    if labels.ndim == 2 and "pack_ids" in batch:
+        ids_S = jnp.arange(1, labels.shape[1] + 1, dtype=batch["pack_ids"].dtype)
+        present_BxS = jnp.any(batch["pack_ids"][:, None, :] == ids_S[None, :, None], axis=-1)
+        weights = present_BxS.astype(jnp.float32)
     if "example_mask" in batch:
-        return batch["example_mask"].astype(jnp.float32)
-    return jnp.ones(labels_B.shape, jnp.float32)
+        mask = batch["example_mask"].astype(jnp.float32)
+        weights = weights * mask.reshape(mask.shape + (1,) * (labels.ndim - 1))
+    return weights
 
 
 def full_batch_denominators(batch) -> dict[str, jax.Array]:
@@ -49,7 +57,7 @@ def full_batch_denominators(batch) -> dict[str, jax.Array]:
     if "masked_lm_weights" in batch:
         out["masked_lm"] = jnp.sum(batch["masked_lm_weights"].astype(jnp.float32)) + 1e-5
     if "next_sentence_labels" in batch:
-        out["sentence"] = jnp.maximum(jnp.sum(_example_weights(batch)), 1.0)
+        out["sentence"] = jnp.maximum(jnp.sum(sentence_weights(batch)), 1.0)
     if "input_mask" in batch:
         out["next_token"] = jnp.sum(_next_token_weights(batch)) + 1e-5
         out["token"] = jnp.sum(_token_weights(batch)) + 1e-5
@@ -85,10 +93,14 @@ def sentence_loss(
     prefix: str = "next_sentence",
     denom: jax.Array | None = None,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """Mean over real examples (`mask_B` 1; eval padding 0)."""
-    logits_Bx2 = logits_Bx2.astype(jnp.float32)
+    """Mean over real examples (`mask_B` 1; eval padding 0). Packed rows: B x S x 2 logits, B x S
+    labels and mask (`sentence_weights`), flattened to one example per slot."""
+    logits_Bx2 = logits_Bx2.astype(jnp.float32).reshape(-1, logits_Bx2.shape[-1])
     labels_B = labels_B.reshape(-1)
-    mask_B = jnp.ones(labels_B.shape, jnp.float32) if mask_B is None else mask_B.astype(jnp.float32)
+    mask_B = (
+        jnp.ones(labels_B.shape, jnp.float32) if mask_B is None
+        else mask_B.astype(jnp.float32).reshape(-1)
+    )  # fmt: skip
     if denom is None:
         denom = jnp.maximum(jnp.sum(mask_B), 1.0)
     ce_B = optax.softmax_cross_entropy_with_integer_labels(logits_Bx2, labels_B)
@@ -107,7 +119,7 @@ def masked_lm_and_sentence(
     )  # fmt: skip
     if sentence_head is not None:
         pair_loss, pair_metrics = sentence_loss(
-            outputs.nsp_logits, batch["next_sentence_labels"], batch.get("example_mask"),
+            outputs.nsp_logits, batch["next_sentence_labels"], sentence_weights(batch),
             prefix=sentence_head, denom=_given_denominator(batch, "sentence"),
         )  # fmt: skip
         loss = loss + pair_loss

@@ -19,4 +19,5 @@ OBJECTIVE = Objective(
     masking=TokenMasking(),
     heads=("mlm",),
     loss=loss,
+    packable=True,
 )

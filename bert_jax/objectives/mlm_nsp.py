@@ -21,4 +21,5 @@ OBJECTIVE = Objective(
     loss=loss,
     label_statistic="random_next_fraction",
     data_flag="nsp",
+    packable=True,
 )

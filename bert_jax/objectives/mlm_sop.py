@@ -23,4 +23,5 @@ OBJECTIVE = Objective(
     loss=loss,
     label_statistic="swapped_order_fraction",
     data_flag="sop",
+    packable=True,
 )

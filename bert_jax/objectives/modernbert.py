@@ -28,4 +28,5 @@ OBJECTIVE = Objective(
     heads=("mlm",),
     loss=loss,
     data_flag="modernbert",
+    packable=True,
 )

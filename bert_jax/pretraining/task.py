@@ -15,13 +15,13 @@ import dataclasses
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from bert_jax import families, objectives
 from bert_jax.config import BertConfig, preset
 from bert_jax.errors import BertJaxError
 from bert_jax.input import EvalInput, PretrainInput
+from bert_jax.input.batches import check_pack_sequences
 from bert_jax.model.electra import DEFAULT_GENERATOR_SIZE
 from bert_jax.model.families import get_family
 from bert_jax.objectives.masking import MaskingSpec
@@ -44,9 +44,12 @@ class PretrainingTask:
     eval_batch_size: int | None = None
     max_eval_steps: int = 100
     generator_size: float = DEFAULT_GENERATOR_SIZE  # ELECTRA: generator width / discriminator's
+    # Instances per row of packed shards (create-pretraining-data --pack_sequences); 1 = unpacked.
+    pack_sequences: int = 1
 
     def __post_init__(self) -> None:
         self.spec = objectives.get(self.objective)
+        check_pack_sequences(self.spec, self.pack_sequences)
         if self.spec.causal != self.bert_config.causal:
             # A bidirectional encoder would see the very token it is asked to predict.
             raise BertJaxError(
@@ -57,6 +60,8 @@ class PretrainingTask:
         # discriminator as one module, XLNet's two-stream LM, BERT's heads).
         self.family = families.get(self.spec.family)
         self.model = self.family.pretraining_model(self.bert_config, self.spec, self.generator_size)
+        if self.pack_sequences > 1 and self.uses_sentence_head:  # one NSP/SOP label per slot
+            self.model = self.model.clone(max_sequences=self.pack_sequences)
 
     @property
     def uses_sentence_head(self) -> bool:
@@ -64,8 +69,9 @@ class PretrainingTask:
 
     def init_inputs(self) -> dict[str, jax.ShapeDtypeStruct]:
         shapes = self.spec.batch_shapes(
-            self.global_batch_size, self.max_seq_length, self.max_predictions_per_seq
-        )
+            self.global_batch_size, self.max_seq_length, self.max_predictions_per_seq,
+            self.pack_sequences,
+        )  # fmt: skip
         return {k: jax.ShapeDtypeStruct(shape, dtype) for k, (shape, dtype) in shapes.items()}
 
     def model_inputs(self, batch: Batch) -> dict[str, jax.Array]:
@@ -108,12 +114,15 @@ class PretrainingTask:
             dynamic_masking=self.dynamic_masking,
             objective=self.objective,
             vocab_size=self.bert_config.vocab_size,
+            pack_sequences=self.pack_sequences,
         )
 
     def evaluate(self, trainer: Any, params: Any) -> dict[str, float]:
         """Metrics over (at most `max_eval_steps` batches of) the held-out shards, weighted as the
         reference's tf.metrics: token metrics by the predicted tokens, sentence metrics by real
         examples."""
+        from bert_jax.objectives import losses
+
         if not self.eval_files:
             return {}
         data = EvalInput(
@@ -126,6 +135,7 @@ class PretrainingTask:
             seed=self.seed,
             objective=self.objective,
             vocab_size=self.bert_config.vocab_size,
+            pack_sequences=self.pack_sequences,
         )
         keys = list(trainer.batch_shardings)
         sums: dict[str, float] = {}
@@ -135,7 +145,10 @@ class PretrainingTask:
                 break
             m = jax.device_get(trainer.eval_step(params, {k: batch[k] for k in keys}))
             w_tokens = self.spec.predicted_tokens(jax.device_get(batch))
-            w_ex = float(jax.device_get(jnp.sum(batch["example_mask"])))
+            w_ex = float(np.sum(jax.device_get(
+                losses.sentence_weights(batch) if "next_sentence_labels" in batch
+                else batch["example_mask"]
+            )))  # fmt: skip
             mask_BxL = np.asarray(jax.device_get(batch["input_mask"]), np.float64)
             real_B = np.asarray(jax.device_get(batch["example_mask"]), np.float64)
             w_real = float(np.sum(mask_BxL * real_B[:, None]))
@@ -170,9 +183,13 @@ def synthetic_batch(task: PretrainingTask, seed: int, batch_size: int | None = N
         "next_sentence_labels": rs.randint(0, 2, size=(b,)).astype(np.int32),
         "example_mask": np.ones((b,), np.float32),
     }
+    if task.pack_sequences > 1:  # two instances per row, the second from mid-row
+        values["pack_ids"] = 1 + (np.arange(n)[None] >= n // 2).astype(np.int32).repeat(b, 0)
+        labels = rs.randint(0, 2, size=(b, task.pack_sequences)).astype(np.int32)
+        values["next_sentence_labels"] = labels * (np.arange(task.pack_sequences) < 2)
     if task.spec.layout is not None:  # e.g. XLNet's: it draws its own targets and masks
         values.update(task.spec.layout.apply(values, np.arange(b), p, seed))
-    return {k: values[k] for k in task.spec.batch_shapes(b, n, p)}
+    return {k: values[k] for k in task.spec.batch_shapes(b, n, p, task.pack_sequences)}
 
 
 # ---- from a pretraining config (bert_jax.train.config.pretrain_config) ------------------------
@@ -270,4 +287,5 @@ def pretraining_task(config: Any, bert_config: BertConfig) -> PretrainingTask:
         eval_batch_size=int(config.eval_batch_size) or None,
         max_eval_steps=int(config.max_eval_steps),
         generator_size=float(config.generator_size),
+        pack_sequences=int(config.get("pack_sequences") or 1),
     )

@@ -104,6 +104,9 @@ def pretrain_config(preset: str = "base") -> ml_collections.ConfigDict:
     c.mask_prob = ml_collections.FieldReference(None, field_type=float)  # share -> [MASK]
     c.random_prob = ml_collections.FieldReference(None, field_type=float)  # share -> random id
     c.max_predictions_per_seq = 20  # masked positions per sequence (as in the shards)
+    # Instances per row (create-pretraining-data --pack_sequences): None = the shards' (their
+    # stats.json or first record); > 1 reads packed rows (pack_ids, one label per slot).
+    c.pack_sequences = ml_collections.FieldReference(None, field_type=int)
     c.global_batch_size = 256  # sequences per step over all devices
     c.eval_batch_size = 0  # 0 = global_batch_size
     c.max_eval_steps = 100  # batches per evaluation

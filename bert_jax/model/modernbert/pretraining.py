@@ -50,12 +50,15 @@ class ModernBertPretraining(nn.Module):
         masked_lm_positions_BxP: jax.Array | None = None,
         *,
         deterministic: bool = True,
+        pack_BxL: jax.Array | None = None,
     ) -> PretrainingOutput:
+        """`pack_BxL`: packed rows' sequence ids (packed shards), None for one per row."""
         del segment_ids_BxL
         logits_BxPxV = ModernBertForMaskedLM(self.config, name="mlm")(
             input_ids_BxL,
             input_mask_BxL,
             masked_lm_positions_BxP=masked_lm_positions_BxP,
+            pack_BxL=pack_BxL,
             deterministic=deterministic,
         )
         return PretrainingOutput(mlm_logits=logits_BxPxV, nsp_logits=None, encoder=None)

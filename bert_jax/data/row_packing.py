@@ -1,0 +1,29 @@
+"""Which sequences share a row: best-fit decreasing on their lengths, shared by packed
+pretraining shards (bert_jax.data.batch, --pack_sequences) and packed fine-tuning rows
+(bert_jax.input.packing). Numpy-free and JAX-free, so Beam workers import it cheaply."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from bert_jax.errors import BertJaxError
+
+
+def assign_rows(lengths: Sequence[int], max_seq_length: int, max_sequences: int) -> list[list[int]]:
+    """Best-fit decreasing: the example indices of every row, in index order within a row."""
+    if max_sequences < 1:
+        raise BertJaxError(f"max_sequences {max_sequences}: must be at least 1")
+    rows: list[list[int]] = []
+    open_by_free: list[list[int]] = [[] for _ in range(max_seq_length + 1)]  # free -> rows
+    for i in sorted(range(len(lengths)), key=lambda i: (-int(lengths[i]), i)):
+        need = int(lengths[i])
+        fit = next((f for f in range(need, max_seq_length + 1) if open_by_free[f]), None)
+        if fit is None:
+            row, fit = len(rows), max_seq_length
+            rows.append([])
+        else:
+            row = open_by_free[fit].pop()
+        rows[row].append(i)
+        if len(rows[row]) < max_sequences and fit > need:
+            open_by_free[fit - need].append(row)
+    return [sorted(r) for r in rows]
