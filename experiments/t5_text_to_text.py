@@ -24,7 +24,7 @@ import statistics
 import jax
 import numpy as np
 
-from bert_jax.ablations.harness import majority_baseline
+from bert_jax.ablations.stats import majority_baseline
 from bert_jax.ablations.suite import build_suite
 from bert_jax.corpus import embedded
 from bert_jax.families.seq2seq_load import load_seq2seq

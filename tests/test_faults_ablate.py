@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from bert_jax.ablations import run
@@ -84,12 +85,19 @@ class _StandIn:
     def masked_lm_check(self, run_) -> None:
         return None
 
+    def example_rows(self, arm, task, seed):  # every arm right on the same half: no difference
+        if task.startswith("conll"):  # [tp, predicted, gold] entities per sentence
+            return np.array([[1.0, 1.0, 1.0], [0.0, 1.0, 1.0]] * 10)
+        return np.array([[1.0], [0.0]] * 10)
+
+    def baselines(self, kind) -> dict:
+        return {"majority": 50.0, "best_constant": 50.0, "constant_answer": "0"}
+
 
 @pytest.mark.parametrize("quick", [True, False])
 def test_quick_table_is_a_wiring_check_not_a_score_of_claims(tmp_path, monkeypatch, quick):
     """Was: "1 of the paper's 20 claims checked hold here" from a --quick sweep."""
     monkeypatch.setattr(run, "Harness", _StandIn)
-    monkeypatch.setattr(run, "majority_baseline", lambda directory, kind: 50.0)
     monkeypatch.setattr(run, "_share_compiled_steps", lambda workdir: None)
     messages: list[str] = []
     doc = run.ablate("5", scale_for("cpu", quick=quick), str(tmp_path), progress=messages.append)
@@ -100,6 +108,8 @@ def test_quick_table_is_a_wiring_check_not_a_score_of_claims(tmp_path, monkeypat
         assert "This is a wiring check (--quick)" in md and "claims at this scale" not in md
     else:  # a real sweep is read against the paper's claims as before
         assert not doc["wiring_check"] and doc["claims"]
-        assert messages[-1].endswith(f"0 of the paper's {len(doc['claims'])} claims checked "
-                                     "hold here")  # fmt: skip
+        n = len(doc["claims"])  # equal arms: no difference is resolved
+        assert messages[-1].endswith(f"of the paper's {n} claims checked here, {n} unresolved "
+                                     "at this scale")  # fmt: skip
+        assert all(c["verdict"] == "unresolved at this scale" for c in doc["claims"])
         assert "wiring check" not in md

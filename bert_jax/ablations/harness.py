@@ -22,10 +22,11 @@ from collections.abc import Callable, Iterator
 
 import jax
 import ml_collections
+import numpy as np
 from etils import epath
 
 from bert_jax import families, objectives
-from bert_jax.ablations import suite
+from bert_jax.ablations import stats, suite
 from bert_jax.ablations.scales import Scale
 from bert_jax.ablations.tables import INTRINSIC, Arm, Pretrain
 from bert_jax.atomic_write import is_local, write_json_atomic, write_text_atomic
@@ -45,7 +46,8 @@ from bert_jax.train.lock import WorkdirLock, in_use
 FAMILY = {"sst2": "glue", "mrpc": "glue", "mnli": "glue", "conll": "ner", "squad": "squad"}
 _ONE_DEVICE = {"data": 1, "fsdp": 1, "tensor": 1}
 # Scale fields that are part of each run's directory name (or chosen per table): free to differ.
-_KEYED = ("name", "model", "steps", "seeds", "sizes", "finetune_epochs", "finetune_lr")
+_KEYED = ("name", "model", "steps", "seeds", "pretrain_seeds", "sizes", "finetune_epochs",
+          "finetune_lr", "finetune_dropout")  # fmt: skip
 
 
 def shard_objective(objective: str) -> str:
@@ -273,7 +275,7 @@ class Harness:
                 checkpoint_every_steps=max(run.steps // 4, 1), keep_checkpoints=5,
                 log_every_steps=max(run.steps // 10, 1), max_eval_steps=s.eval_steps,
                 async_checkpoints=False, hidden_dropout_prob=s.dropout,
-                attention_probs_dropout_prob=s.dropout,
+                attention_probs_dropout_prob=s.dropout, seed=run.seed,
             )
         )  # fmt: skip
         c.mesh.update(_ONE_DEVICE)
@@ -312,7 +314,9 @@ class Harness:
         tag = task + ("+bilstm" if arm.bilstm else "")
         at = "" if arm.step is None else f"@{arm.step}"
         s = self.scale
-        budget = f"e{s.finetune_epochs:g}-lr{s.finetune_lr:g}"  # a new budget reuses pretraining
+        # A new budget reuses the pretraining; runs before fine-tuning dropout was set had none.
+        budget = f"e{s.finetune_epochs:g}-lr{s.finetune_lr:g}"
+        budget += f"-d{s.finetune_dropout:g}" if s.finetune_dropout else ""
         return self.root / "finetune" / f"{arm.pretrain.key}{at}" / tag / budget / f"seed{seed}"
 
     def finetune(self, arm: Arm, task: str, seed: int) -> float:
@@ -331,7 +335,7 @@ class Harness:
                     max_seq_length=s.seq, learning_rate=s.finetune_lr,
                     num_train_epochs=s.finetune_epochs, train_batch_size=s.finetune_batch,
                     eval_batch_size=64, log_every_steps=10_000, checkpoint_every_steps=10**9,
-                    num_devices=1, async_checkpoints=False,
+                    num_devices=1, async_checkpoints=False, dropout=s.finetune_dropout,
                 )
             )  # fmt: skip
             c.mesh.update(_ONE_DEVICE)
@@ -348,6 +352,18 @@ class Harness:
         if kind == "squad":
             return float(metrics["f1"])
         return 100.0 * float(metrics["f1" if kind == "conll" else "accuracy"])
+
+    def example_rows(self, arm: Arm, task: str, seed: int) -> np.ndarray:
+        """Per-example statistics of a finished fine-tuning run's dev predictions (stats.py)."""
+        kind = task.removesuffix("_feature")
+        run = self._finetune_dir(arm, task, seed)
+        return stats.example_rows(kind, self.task_dir(kind), str(run))
+
+    def baselines(self, kind: str) -> dict:
+        """The constant answers' scores on the scored (dev) split of a downstream kind."""
+        best = stats.best_constant(kind, self.task_dir(kind))
+        return {"majority": stats.majority_baseline(self.task_dir(kind), kind),
+                "best_constant": best["score"], "constant_answer": best["answer"]}  # fmt: skip
 
     def intrinsic(self, arm: Arm, task: str) -> float:
         """`mlm_ppl`: exp of the held-out masked-LM loss; `nsp` / `sop`: accuracy x 100 of the
@@ -370,12 +386,12 @@ class Harness:
     def masked_lm_check(self, run: Pretrain) -> dict | None:
         """A masked-LM run's held-out accuracy next to the context-free predictors' on the same
         masks (bert_jax.objectives.baselines): above `context_free`, the model uses context.
-        None for runs without masked-LM targets (LTR, random init) and for ELECTRA (its
-        generator's). Cached in baselines.json."""
+        None for runs without masked-LM targets (LTR, random init). ELECTRA's masked LM is its
+        generator's, so its check adds the generator at the positions whose input hides the
+        original (`hidden_accuracy`, against `unigram`) and the discriminator against always
+        answering "original". Cached in baselines.json."""
         spec = objectives.get(run.objective).masking
         if spec is None or not run.steps:
-            return None
-        if not families.for_objective(run.objective).masked_lm_is_the_model:
             return None
         wd = self.pretrain(run)
         cached = wd / "baselines.json"
@@ -397,31 +413,13 @@ class Harness:
             write_json_atomic(cached, base, sort_keys=True)
         base = json.loads(cached.read_text())
         final = json.loads((wd / "done.json").read_text())
-        return {"mlm_accuracy": final["eval_masked_lm_accuracy"], "unigram": base["unigram"],
-                "context_free": base["unigram_or_copy"]}  # fmt: skip
+        check = {"mlm_accuracy": final["eval_masked_lm_accuracy"], "unigram": base["unigram"],
+                 "context_free": base["unigram_or_copy"]}  # fmt: skip
+        if not families.for_objective(run.objective).masked_lm_is_the_model:  # ELECTRA
+            check.update(
+                hidden_accuracy=final.get("eval_masked_lm_hidden_accuracy"),
+                discriminator_accuracy=final["eval_replaced_token_accuracy"],
+                always_original=final["eval_replaced_token_baseline"],
+            )
+        return check
 
-
-def majority_baseline(task_dir: str, kind: str) -> float:
-    """Dev score x 100 of always answering the training set's most frequent answer (label;
-    "O" for every word, which scores entity F1 0; SQuAD's most frequent answer text)."""
-    from collections import Counter
-
-    from bert_jax.tasks import glue, squad, squad_eval
-
-    if kind == "conll":
-        return 0.0
-    if kind == "squad":
-        train = squad.load_dataset(f"{task_dir}/train-v1.1.json")
-        answers = Counter(
-            qa["answers"][0]["text"]
-            for article in train for p in article["paragraphs"] for qa in p["qas"]
-        )  # fmt: skip
-        dev = squad.load_dataset(f"{task_dir}/dev-v1.1.json")
-        top = answers.most_common(1)[0][0]
-        preds = {qa["id"]: top for a in dev for p in a["paragraphs"] for qa in p["qas"]}
-        return float(squad_eval.evaluate_v1(dev, preds)["f1"])
-    spec = glue.get_spec(kind)
-    train = Counter(ex.label for ex in glue.read_split(spec, task_dir, "train"))
-    top = train.most_common(1)[0][0]
-    dev = [ex.label for ex in glue.read_split(spec, task_dir, spec.dev_splits[0])]
-    return 100.0 * sum(label == top for label in dev) / len(dev)

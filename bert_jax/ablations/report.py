@@ -2,10 +2,19 @@
 
 JSON: {"table": T, "scale": S, "finetune": {"epochs", "learning_rate"} or null,
        "arms": {ARM: {TASK: {"median", "std", "n", "paper"}}},
-       "baselines": {TASK: {"majority": m}},
-       "pretraining": {ARM: {"mlm_accuracy", "unigram", "context_free"}},   (masked-LM arms)
-       "claims": [{"claim", "holds", "detail"}],   (the paper's claims checked: claims.py)
+       "baselines": {TASK: {"majority": m, "best_constant": c, "constant_answer": a}},
+       "pretraining": {ARM: {"mlm_accuracy", "unigram", "context_free"}},   (masked-LM arms;
+           ELECTRA adds "hidden_accuracy", "discriminator_accuracy", "always_original")
+       "intervals": {TASK: {"A - B": {"diff", "low", "high", "examples", "runs": [nA, nB]}}},
+       "claims": [{"claim", "holds", "detail", "verdict", "interval"}],   (claims.py)
        "wiring_check": true | false}   (--quick: no claim is scored, the md says why)
+
+`majority` is the training split's most frequent answer scored on dev (kept for scripts that
+read it); `best_constant` is the best single answer on the scored split itself, the baseline an
+arm must beat (bert_jax.ablations.stats.best_constant). `intervals`: every pair of arms sharing
+a task, A minus B with the paired bootstrap 95% interval over dev examples and runs (pretraining
+x fine-tuning seeds); claims judged by them carry a `verdict` (holds, reversed, unresolved at
+this scale) and their `interval`.
 
 `context_free` is the held-out masked-LM accuracy of answering the most frequent target at
 [MASK] and the shown token elsewhere: a pretrained arm at or below it has not learned to use
@@ -42,10 +51,11 @@ def summarize(values: list[float], paper: float | None) -> dict:
 
 def write(
     out_dir: str, table: str, scale: str, arms: dict, baselines: dict, finetune: dict | None,
-    pretraining: dict | None = None,
+    pretraining: dict | None = None, intervals: dict | None = None,
 ) -> dict:  # fmt: skip
     doc = {"table": table, "scale": scale, "finetune": finetune, "arms": arms,
-           "baselines": baselines, "pretraining": pretraining or {}}  # fmt: skip
+           "baselines": baselines, "pretraining": pretraining or {},
+           "intervals": intervals or {}}  # fmt: skip
     wiring = scale == "quick"  # claims scored on its numbers would read as findings
     doc["claims"] = [] if wiring else claims.check(doc)
     doc["wiring_check"] = wiring
@@ -78,9 +88,11 @@ def markdown(doc: dict) -> str:
             cells.append(f"{r['median']:.2f} ± {r['std']:.2f} (n={r['n']}){paper}")
         lines.append(f"| {arm} | " + " | ".join(cells) + " |")
     if doc["baselines"]:
-        row = [f"{doc['baselines'].get(t, {}).get('majority', ''):.2f}"
-               if t in doc["baselines"] else "" for t in tasks]  # fmt: skip
-        lines.append("| majority class | " + " | ".join(row) + " |")
+        best = all("best_constant" in b for b in doc["baselines"].values())
+        key, name = ("best_constant", "best constant (dev)") if best else ("majority", "majority")
+        row = [f"{doc['baselines'][t][key]:.2f}" if t in doc["baselines"] else ""
+               for t in tasks]  # fmt: skip
+        lines.append(f"| {name} | " + " | ".join(row) + " |")
     if doc.get("pretraining"):
         lines += ["", "Held-out masked-LM accuracy after pretraining, against the context-free "
                   "predictor (the most frequent target at [MASK], the shown token elsewhere): "
@@ -89,12 +101,39 @@ def markdown(doc: dict) -> str:
         for arm, r in doc["pretraining"].items():
             lines.append(f"| {arm} | {r['mlm_accuracy']:.4f} | {r['context_free']:.4f} | "
                          f"{r['unigram']:.4f} |")  # fmt: skip
+        electra = {a: r for a, r in doc["pretraining"].items() if "discriminator_accuracy" in r}
+        if electra:
+            lines += ["", "ELECTRA: its generator where the input hides the original ([MASK] or "
+                      "a random id; copying cannot score) against the unigram rate, and its "
+                      "discriminator against always answering \"original\".", "",
+                      "| arm | generator, hidden positions | unigram | discriminator | "
+                      "always original |", "|---|---|---|---|---|"]  # fmt: skip
+            for arm, r in electra.items():
+                hidden = r.get("hidden_accuracy")
+                shown = "" if hidden is None else f"{hidden:.4f}"
+                disc, original = r["discriminator_accuracy"], r["always_original"]
+                lines.append(f"| {arm} | {shown} | {r['unigram']:.4f} | {disc:.4f} | "
+                             f"{original:.4f} |")  # fmt: skip
     if doc.get("claims"):
         lines += ["", "The paper's claims at this scale:", ""]
         for c in doc["claims"]:
-            lines.append(f"- {'holds' if c['holds'] else 'does not hold'}: {c['claim']}: "
-                         f"{c['detail']}")  # fmt: skip
+            lines.append(f"- {verdict_of(c)}: {c['claim']}: {c['detail']}")
     return "\n".join(lines) + "\n"
+
+
+def verdict_of(claim: dict) -> str:
+    """holds / reversed / unresolved at this scale (interval-judged claims), else holds / does
+    not hold (rules on medians)."""
+    return claim.get("verdict") or ("holds" if claim["holds"] else "does not hold")
+
+
+def tally(claims_: list[dict]) -> str:
+    """`3 hold, 1 reversed, 5 unresolved at this scale` (verdicts in order of first use)."""
+    counts: dict[str, int] = {}
+    for c in claims_:
+        counts[verdict_of(c)] = counts.get(verdict_of(c), 0) + 1
+    words = {"holds": "hold", "does not hold": "do not hold"}
+    return ", ".join(f"{n} {words.get(v, v) if n != 1 else v}" for v, n in counts.items())
 
 
 def plot(doc: dict, out: epath.Path) -> None:

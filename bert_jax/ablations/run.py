@@ -12,8 +12,8 @@ import dataclasses
 import time
 from collections.abc import Callable
 
-from bert_jax.ablations import report, tables
-from bert_jax.ablations.harness import Harness, majority_baseline
+from bert_jax.ablations import report, stats, tables
+from bert_jax.ablations.harness import Harness
 from bert_jax.ablations.scales import SCALES, Scale
 from bert_jax.config import shape_dims
 from bert_jax.errors import BertJaxError
@@ -28,6 +28,7 @@ def scale_for(
     model: str = "",
     seeds: int = 0,
     quick: bool = False,
+    pretrain_seeds: int = 0,
     finetune_epochs: float = 0,
     finetune_lr: float = 0,
     sizes: str = "",
@@ -36,7 +37,8 @@ def scale_for(
         raise BertJaxError(f"--scale={scale}: use cpu or tpu")
     s = SCALES["quick"] if quick else SCALES[scale]
     given = dict(steps=steps, model=model, seeds=seeds, finetune_epochs=finetune_epochs,
-                 finetune_lr=finetune_lr, sizes=parse_sizes(sizes))  # fmt: skip
+                 finetune_lr=finetune_lr, sizes=parse_sizes(sizes),
+                 pretrain_seeds=pretrain_seeds)  # fmt: skip
     for name, value in given.items():
         if isinstance(value, (int, float)) and value < 0:
             raise BertJaxError(f"--{name}={value}: must be positive (0 = the scale's)")
@@ -138,19 +140,24 @@ def ablate(
     arms = spec.arms(scale)
     tasks = tasks or {}
     harness = Harness(workdir, scale, corpus, tasks, progress)
-    jobs = [(arm, task, seed) for arm in arms for task in arm.tasks
+    jobs = [(seeded(arm, p), task, seed) for arm in arms for p in range(scale.pretrain_seeds)
+            for task in arm.tasks
             for seed in (range(1) if task in tables.INTRINSIC else range(scale.seeds))]  # fmt: skip
     start = time.time()
     values = _run_jobs(jobs, harness, table, tasks, progress)
     scores: dict[str, dict[str, list[float]]] = {}
-    for (arm, task, _), value in zip(jobs, values, strict=True):
+    examples: dict[str, dict[str, list]] = {}  # arm -> task -> per-run example rows
+    for (arm, task, seed), value in zip(jobs, values, strict=True):
         scores.setdefault(arm.name, {}).setdefault(task, []).append(value)
+        if task not in tables.INTRINSIC:
+            rows_ = harness.example_rows(arm, task, seed)
+            examples.setdefault(arm.name, {}).setdefault(task, []).append(rows_)
     rows = {
         arm: {t: report.summarize(v, spec.paper_number(arm, t)) for t, v in row.items()}
         for arm, row in scores.items()
     }
     kinds = {t.removesuffix("_feature") for a in arms for t in a.tasks if t not in tables.INTRINSIC}
-    baselines = {k: {"majority": majority_baseline(harness.task_dir(k), k)} for k in sorted(kinds)}
+    baselines = {k: harness.baselines(k) for k in sorted(kinds)}
     for task in [t for a in arms for t in a.tasks if t.endswith("_feature")]:
         baselines[task] = baselines[task.removesuffix("_feature")]
     budget = None  # a table of intrinsic tasks only fine-tunes nothing
@@ -158,11 +165,34 @@ def ablate(
         budget = {"epochs": scale.finetune_epochs, "learning_rate": scale.finetune_lr}
     checks = {a.name: harness.masked_lm_check(a.pretrain) for a in arms if a.step is None}
     pretraining = {name: check for name, check in checks.items() if check is not None}
-    doc = report.write(workdir, table, scale.name, rows, baselines, budget, pretraining)
+    doc = report.write(workdir, table, scale.name, rows, baselines, budget, pretraining,
+                       pair_intervals(examples))  # fmt: skip
     wrote = f"wrote {workdir}/{table}.json and {table}.md ({time.time() - start:.0f}s)"
     if doc.get("wiring_check"):
         progress(f"{wrote}: {report.WIRING_CHECK}")
     else:
-        held = sum(c["holds"] for c in doc["claims"])
-        progress(f"{wrote}: {held} of the paper's {len(doc['claims'])} claims checked hold here")
+        progress(f"{wrote}: of the paper's {len(doc['claims'])} claims checked here, "
+                 f"{report.tally(doc['claims'])}")  # fmt: skip
     return doc
+
+
+def seeded(arm: tables.Arm, pretrain_seed: int) -> tables.Arm:
+    """`arm` on its pretraining run of seed `pretrain_seed` (seed 0: the arm as declared)."""
+    if not pretrain_seed:
+        return arm
+    return dataclasses.replace(
+        arm, pretrain=dataclasses.replace(arm.pretrain, seed=pretrain_seed)
+    )
+
+
+def pair_intervals(examples: dict[str, dict[str, list]]) -> dict[str, dict[str, dict]]:
+    """Every pair of arms sharing a task (in arm order): A minus B, paired bootstrap 95%
+    interval over the task's dev examples and the arms' runs (stats.paired_difference)."""
+    out: dict[str, dict[str, dict]] = {}
+    names = list(examples)
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            for task in sorted(examples[a].keys() & examples[b].keys()):
+                d = stats.paired_difference(examples[a][task], examples[b][task], task)
+                out.setdefault(task, {})[f"{a} - {b}"] = d
+    return out

@@ -32,9 +32,13 @@ class Scale:
     lstm_size: int  # "+ BiLSTM" and feature-based NER
     sizes: tuple[tuple[int, int, int], ...]  # Table 6 (L, H, A)
     eval_steps: int  # held-out pretraining batches (perplexity, NSP/SOP)
-    seeds: int = 5
-    # Pretraining dropout (fine-tuning keeps the checkpoint's). Off for tiny models on short
-    # budgets: at `cpu` scale it cost a third of the held-out masked-LM accuracy (README).
+    seeds: int = 5  # fine-tuning seeds per pretraining run
+    # Pretraining runs per arm (seeds 0..N-1): intervals then cover pretraining variance too.
+    pretrain_seeds: int = 1
+    # Fine-tuning dropout (hidden and attention), the paper's 0.1 whatever the pretraining's.
+    finetune_dropout: float = 0.1
+    # Pretraining dropout. Off for tiny models on short budgets: at `cpu` scale it cost a third
+    # of the held-out masked-LM accuracy (README).
     dropout: float = 0.1
     phase2_steps: int = 0  # `tpu`: steps at `phase2_seq` after phase 1 (the paper's 10%)
     phase2_seq: int = 512
@@ -46,13 +50,14 @@ SCALES = {
         warmup=0, vocab_size=800, corpus_bytes=150_000, dupe_factor=1, suite_train=64,
         suite_dev=32, finetune_epochs=1.0, finetune_lr=1e-3, finetune_batch=16, lstm_size=16,
         sizes=((1, 32, 1), (1, 64, 2)), eval_steps=2, seeds=1, dropout=0.0,
+        finetune_dropout=0.0,
     ),
     "cpu": Scale(
         "cpu", "L2-H128-A2", steps=6000, seq=128, predictions=20, batch=32, learning_rate=1e-3,
         warmup=300, vocab_size=4000, corpus_bytes=3_000_000, dupe_factor=5, suite_train=2000,
         suite_dev=500, finetune_epochs=10.0, finetune_lr=3e-4, finetune_batch=32, lstm_size=128,
         sizes=((1, 128, 2), (2, 128, 1), (2, 128, 2), (4, 128, 2), (4, 192, 3), (8, 192, 3)),
-        eval_steps=20, seeds=5, dropout=0.0,
+        eval_steps=20, seeds=5, dropout=0.0, pretrain_seeds=2,
     ),
     "tpu": Scale(
         "tpu", "L12-H768-A12", steps=900_000, seq=128, predictions=20, batch=256,

@@ -148,6 +148,7 @@ def plan(
         if arm.step is not None:  # Figure 5: the phase-1 checkpoint of that step
             source = p1
         budget = f"e{scale.finetune_epochs:g}-lr{scale.finetune_lr:g}"  # the harness's layout
+        budget += f"-d{scale.finetune_dropout:g}" if scale.finetune_dropout else ""
         for task in arm.tasks:
             kind = task.removesuffix("_feature")
             if kind not in FAMILY:  # intrinsic: the pretraining run's own eval metrics
@@ -156,6 +157,7 @@ def plan(
             extra = {"init_checkpoint": source, "data_dir": tasks.get(kind, f"DATA/{kind}"),
                      "num_seeds": scale.seeds, "learning_rate": scale.finetune_lr,
                      "num_train_epochs": scale.finetune_epochs,
+                     **({"dropout": scale.finetune_dropout} if scale.finetune_dropout else {}),
                      **({"init_checkpoint_step": arm.step} if arm.step is not None else {}),
                      **({"bilstm_size": scale.lstm_size} if arm.bilstm else {}),
                      **({"feature_based": True} if task.endswith("_feature") else {})}  # fmt: skip

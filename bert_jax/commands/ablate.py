@@ -8,8 +8,11 @@ Tables: the values of --table below (bert_jax/ablations/tables/, one module each
 Each arm is pretrained on --corpus (default: the embedded corpus) and fine-tuned on the built-in
 offline suite (sst2, mrpc, conll, squad; bert_jax/ablations/suite.py) over --seeds seeds, or on
 your data with --task KIND:DIR (kinds sst2, mrpc, mnli, conll, squad; the layouts `bert-jax
-finetune` reads). Writes WORKDIR/<table>.json, <table>.md (median ± std, the paper's number)
-and plots. Rerun the same command after a kill: finished runs are kept, the rest continue.
+finetune` reads), each arm pretrained --pretrain_seeds times. Writes WORKDIR/<table>.json,
+<table>.md (median ± std, the paper's number, the best constant answer of each dev split) and
+plots; every claim is judged by the paired bootstrap 95% interval of its difference over dev
+examples and runs: holds, reversed, or unresolved at this scale. Rerun the same command after
+a kill: finished runs are kept, the rest continue.
 Two sweeps may share a workdir at once: a run the other is training is put off and retried.
 """
 
@@ -34,6 +37,9 @@ _SIZES = flags.DEFINE_string(
     "sizes", "", "Table 6's grid, e.g. L1-H128-A2,L4-H192-A3 (default: the scale's)."
 )
 _SEEDS = flags.DEFINE_integer("seeds", 0, "Fine-tuning seeds per task (0 = the scale's, 5).")
+_PRETRAIN_SEEDS = flags.DEFINE_integer(
+    "pretrain_seeds", 0, "Pretraining runs per arm (0 = the scale's: 2 at cpu, 1 at tpu)."
+)
 _FT_EPOCHS = flags.DEFINE_float("finetune_epochs", 0, "Fine-tuning epochs (0 = the scale's).")
 _FT_LR = flags.DEFINE_float("finetune_lr", 0, "Fine-tuning learning rate (0 = the scale's).")
 _QUICK = flags.DEFINE_bool("quick", False, "Minutes-long run of every arm (what tests use).")
@@ -64,7 +70,8 @@ def main(argv: list[str]) -> None:
     check_writable_dir(_WORKDIR.value, "--workdir")
 
     scale = scale_for(_SCALE.value, _STEPS.value, _MODEL.value, _SEEDS.value, _QUICK.value,
-                      _FT_EPOCHS.value, _FT_LR.value, _SIZES.value)  # fmt: skip
+                      _FT_EPOCHS.value, _FT_LR.value, _SIZES.value,
+                      pretrain_seeds=_PRETRAIN_SEEDS.value)  # fmt: skip
     tasks = _tasks(_TASK.value)
     if _SCALE.value == "tpu":
         from bert_jax.ablations.tpu import plan

@@ -147,11 +147,20 @@ def replaced_token_detection(
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """ELECTRA: the generator's MLM loss + `discriminator_weight` x the discriminator's sigmoid
     cross-entropy over every real token (`outputs` is an `ElectraOutput`). The metrics include
-    the all-original baseline, the accuracy of a discriminator that always says "original"."""
+    the all-original baseline, the accuracy of a discriminator that always says "original",
+    and the generator's accuracy at the masked positions whose input hides the original ([MASK]
+    or a random id: `masked_lm_hidden_accuracy`), which copying the shown token cannot reach."""
     loss, metrics = masked_lm_loss(
         outputs.mlm_logits, batch["masked_lm_ids"], batch["masked_lm_weights"],
         _given_denominator(batch, "masked_lm"),
     )  # fmt: skip
+    ids_BxP = batch["masked_lm_ids"]
+    shown_BxP = jnp.take_along_axis(batch["input_ids"], batch["masked_lm_positions"], 1) == ids_BxP
+    hidden_BxP = batch["masked_lm_weights"].astype(jnp.float32) * (1.0 - shown_BxP)
+    right_BxP = (jnp.argmax(outputs.mlm_logits, -1) == ids_BxP).astype(jnp.float32)
+    metrics["masked_lm_hidden_accuracy"] = jnp.sum(right_BxP * hidden_BxP) / (
+        jnp.sum(hidden_BxP) + 1e-5
+    )
     weights_BxL = _token_weights(batch)
     denom = _given_denominator(batch, "token")
     if denom is None:

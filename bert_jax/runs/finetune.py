@@ -103,12 +103,28 @@ def truncated_normal(rng: np.random.Generator, shape: tuple[int, ...]) -> np.nda
     return w
 
 
+_RECURRENT_KERNELS = ("hi", "hf", "hg", "ho")  # OptimizedLSTMCell's hidden-to-gate layers
+
+
+def _flax_default_kernel(rng: np.random.Generator, gate: str, shape: tuple[int, ...]):
+    """Flax's own initialisers for a BiLSTM's kernels: recurrent kernels orthogonal, the
+    others (input-to-gate, the output dense) LeCun normal truncated at 2 std, as nn.Dense and
+    nn.OptimizedLSTMCell draw them. BERT's N(0, 0.02) would leave an LSTM near its zero state
+    (its inputs are scaled down 10x against LeCun's 1/sqrt(fan_in) for a 128-wide encoder)."""
+    if gate in _RECURRENT_KERNELS:
+        q, r = np.linalg.qr(rng.standard_normal(shape))
+        return q * np.sign(np.diag(r))
+    # 0.8796...: the std of a standard normal truncated at +-2 (jax.nn.initializers' constant).
+    return truncated_normal(rng, shape) * np.sqrt(1.0 / shape[0]) / 0.87962566103423978
+
+
 def _fresh_params(task, seed: int, initializer_range: float, random_encoder: bool = False):
     """Initial weights for the task model without compiling its init: the layout comes from
     `jax.eval_shape`; the encoder is overwritten by the checkpoint (zeros here), and the new
     layers (classifier, QA outputs, a pooler the checkpoint lacks) get BERT's init: kernels
     N(0, initializer_range) truncated at 2 std (tf.truncated_normal_initializer: values beyond
-    are redrawn), biases 0, LayerNorm scales 1. `random_encoder`: the encoder gets that init
+    are redrawn), biases 0, LayerNorm scales 1; a "+ BiLSTM" head gets Flax's defaults
+    (`_flax_default_kernel`). `random_encoder`: the encoder gets that init
     too (embeddings included), as the randomly initialised model of `random_init`."""
     dummy = {k: np.zeros((1, *s.shape[1:]), s.dtype) for k, s in task.init_inputs().items()}
     key = jax.random.PRNGKey(seed)
@@ -128,6 +144,8 @@ def _fresh_params(task, seed: int, initializer_range: float, random_encoder: boo
             return np.zeros(leaf.shape, leaf.dtype)
         if name == "scale":
             return np.ones(leaf.shape, leaf.dtype)
+        if "bilstm" in names:  # the "+ BiLSTM" layers: Flax's initialisation, not BERT's
+            return _flax_default_kernel(rng, names[-2], leaf.shape).astype(leaf.dtype)
         return (truncated_normal(rng, leaf.shape) * initializer_range).astype(leaf.dtype)
 
     return jax.tree_util.tree_map_with_path(init, shapes)
@@ -139,6 +157,14 @@ def run_once(cfg, job, pre, workdir: str | epath.Path, distill=None) -> dict[str
     workdir = epath.Path(workdir)
     family = families.for_model_config(pre.config)
     bert = pre.config.replace(dtype=cfg.dtype)
+    if (rate := cfg.get("dropout")) is not None:
+        fields = ("hidden_dropout_prob", "attention_probs_dropout_prob")
+        if not all(hasattr(bert, f) for f in fields):
+            raise BertJaxError(f"config.dropout: {family.title} names its dropout otherwise; "
+                               "leave it unset (None: the checkpoint's)")  # fmt: skip
+        if not 0.0 <= rate < 1.0:
+            raise BertJaxError(f"config.dropout={rate}: must be in [0, 1)")
+        bert = bert.replace(**dict.fromkeys(fields, float(rate)))
     if (kernel := cfg.get("attention_implementation", "xla")) != "xla":
         if not hasattr(bert, "attention_implementation"):  # XLNet, T5: their own attention
             raise BertJaxError(f"attention_implementation {kernel!r}: {family.name} has only xla")

@@ -153,6 +153,9 @@ def finetune_config(task_family: str) -> ml_collections.ConfigDict:
     c.sweep_batch_sizes = (16, 32)  # the sweep's train batch sizes
     c.num_seeds = 1  # runs per setting, seeds seed, seed+1, ...; reports mean/std/median
     c.bilstm_size = 0  # > 0: a BiLSTM between encoder and output layer (Table 5's "+ BiLSTM")
+    # Encoder dropout (hidden and attention probabilities) while fine-tuning; None = the
+    # checkpoint's config (the paper fine-tunes at 0.1; a run pretrained without has 0).
+    c.dropout = ml_collections.FieldReference(None, field_type=float)
     c.random_init = False  # True: the checkpoint's architecture and tokenizer, BERT's random init
     c.init_num_layers = 0  # > 0: keep only the checkpoint's bottom N encoder layers (a student)
     # Task distillation (bert_jax.tasks.distill): learn a fine-tuned teacher's outputs.

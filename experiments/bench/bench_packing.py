@@ -14,9 +14,10 @@ steps (the loop's rows/s x real tokens per row), real tokens per second and per 
 dev accuracy; then the ratios, and the packing efficiency (real tokens / token slots) of the
 training rows and of the embedded pretraining corpus's sentences, one per example, at 128.
 
-The reference NSP shards are not packed: create_pretraining_data fills each instance to
-max_seq_length with consecutive sentences already (short_seq_prob = 0.1 of them shorter), so
-their rows are mostly full; packing pays where one example is one short row, as in fine-tuning.
+Packing pays most where one example is one short row, as in fine-tuning. Pretraining instances
+are filled to max_seq_length with consecutive sentences, except short_seq_prob = 0.1 of them and
+each document's last; their packing (create-pretraining-data --pack_sequences) is
+bench_packed_pretraining.py's.
 
 2026-11-27, commit 6d15bd0, defaults, on 2 x86-64 cores shared with other jobs (load average 4-7
 during the run: absolute rates are low and noisy, and the steady ratio above the 8x the packing

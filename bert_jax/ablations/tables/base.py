@@ -30,6 +30,7 @@ class Pretrain:
     model: str  # a preset name or "L<l>-H<h>-A<a>"
     steps: int
     mix: str = "80/10/10"
+    seed: int = 0  # the pretraining seed (init, data order, masks); --pretrain_seeds runs 0..N-1
 
     @property
     def family(self) -> str:
@@ -50,9 +51,10 @@ class Pretrain:
 
     @property
     def key(self) -> str:
+        seed = f"-p{self.seed}" if self.seed else ""  # seed 0 keeps the keys runs always had
         if not self.steps:
-            return f"random-{self.model}-{self.objective}"
-        return f"{self.objective}-{self.model}-{self.mix.replace('/', '.')}-s{self.steps}"
+            return f"random-{self.model}-{self.objective}{seed}"
+        return f"{self.objective}-{self.model}-{self.mix.replace('/', '.')}-s{self.steps}{seed}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,8 +66,10 @@ class Arm:
     step: int | None = None  # fine-tune the checkpoint of this step (Figure 5); None = last
 
 
-# A claim checked on a table document: {"claim", "holds", "detail"}; None = not checkable here
-# (an arm or task the table lacks), left out by claims.check.
+# A claim checked on a table document: {"claim", "holds", "detail"}, and where the document has
+# per-example intervals (`intervals`, bert_jax.ablations.stats) also "verdict" (holds, reversed,
+# unresolved at this scale) and "interval"; None = not checkable here (an arm or task the table
+# lacks), left out by claims.check.
 Claim = dict | None
 
 

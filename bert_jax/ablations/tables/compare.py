@@ -1,11 +1,18 @@
 """The comparisons the tables' claims are made of: one arm ahead of another on a task, every
-pretrained arm ahead of random init. "By more than 3x the seed std" takes the larger std of the
-two cells compared; a cell of one seed has no std, and its detail says so."""
+pretrained arm ahead of random init.
+
+A document with per-example intervals (`doc["intervals"]`, written by bert_jax.ablations.run)
+judges a comparison by the paired bootstrap 95% interval of the difference over examples and
+seeds: *holds* above 0, *reversed* below, *unresolved at this scale* when it covers 0 or is
+wider than the paper's own effect (bert_jax.ablations.stats.verdict). Without them (documents
+written before intervals existed) the old rule stands: ahead by more than 3x the larger seed
+std of the two cells; a cell of one seed has no std, and its detail says so."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from bert_jax.ablations import stats
 from bert_jax.ablations.tables.base import Claim
 
 RANDOM_INIT = "random init"  # the arm of an untrained model, in every table that has one
@@ -16,14 +23,51 @@ def cell(doc: dict, arm: str, task: str) -> dict | None:
     return doc["arms"].get(arm, {}).get(task)
 
 
+def pair_key(a: str, b: str) -> str:
+    return f"{a} - {b}"
+
+
+def interval(doc: dict, a: str, b: str, task: str) -> dict | None:
+    """`a` minus `b` on `task` with its 95% interval, from either order stored; None if absent."""
+    by_pair = doc.get("intervals", {}).get(task, {})
+    if (d := by_pair.get(pair_key(a, b))) is not None:
+        return d
+    if (d := by_pair.get(pair_key(b, a))) is not None:
+        return {**d, "diff": -d["diff"], "low": -d["high"], "high": -d["low"]}
+    return None
+
+
+def paper_effect(a: dict, b: dict) -> float | None:
+    if a.get("paper") is None or b.get("paper") is None:
+        return None
+    return float(a["paper"]) - float(b["paper"])
+
+
+def judged(claim: str, d: dict, effect: float | None, prefix: str) -> Claim:
+    """A claim judged by the interval `d` of (the claimed winner - the other)."""
+    verdict = stats.verdict(d, effect)
+    detail = (f"{prefix}difference {d['diff']:+.2f}, 95% interval [{d['low']:+.2f}, "
+              f"{d['high']:+.2f}] over {d['examples']} examples and {d['runs'][0]} x "
+              f"{d['runs'][1]} runs")  # fmt: skip
+    if effect is not None:
+        detail += f"; the paper's effect {effect:+.1f}"
+    return {"claim": claim, "holds": verdict == stats.HOLDS, "verdict": verdict,
+            "interval": [d["low"], d["high"]], "detail": detail}  # fmt: skip
+
+
 def beats(doc: dict, winner: str, loser: str, task: str, claim: str, by_std: bool) -> Claim:
-    """`winner` ahead of `loser` on `task` (by more than 3x the larger seed std if `by_std`)."""
+    """`winner` ahead of `loser` on `task`: by its interval when the document has one, else
+    by the medians (by more than 3x the larger seed std if `by_std`)."""
     a, b = cell(doc, winner, task), cell(doc, loser, task)
     if a is None or b is None:
         return None
+    medians = f"{a['median']:.2f} vs {b['median']:.2f}"
+    if (d := interval(doc, winner, loser, task)) is not None:
+        return judged(claim.removesuffix(" by more than 3x the seed std"), d,
+                      paper_effect(a, b), f"{medians}: ")  # fmt: skip
     margin, std = a["median"] - b["median"], max(a["std"], b["std"])
     holds = margin > 3 * std if by_std else margin > 0
-    detail = f"{a['median']:.2f} vs {b['median']:.2f} (margin {margin:+.2f}"
+    detail = f"{medians} (margin {margin:+.2f}"
     if min(a["n"], b["n"]) < 2:
         detail += ", one seed: no std)"
     else:
@@ -32,7 +76,7 @@ def beats(doc: dict, winner: str, loser: str, task: str, claim: str, by_std: boo
 
 
 def over_random_init(doc: dict) -> Iterator[Claim]:
-    """Every other arm beats random init, by more than 3x the seed std, on each shared task."""
+    """Every other arm beats random init on each shared task."""
     if RANDOM_INIT not in doc["arms"]:
         return
     for arm, row in doc["arms"].items():

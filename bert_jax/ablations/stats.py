@@ -1,0 +1,180 @@
+"""Per-example scores of fine-tuning runs, the best constant answer of a scored split, and the
+paired bootstrap that turns two arms' runs into an interval on their difference.
+
+    rows = example_rows("sst2", task_dir, run_dir)           # N x K sufficient statistics
+    diff = paired_difference([rows_a1, rows_a2], [rows_b1], "sst2")
+    diff["low"], diff["high"], verdict(diff, paper_effect=0.5)
+
+A task's headline is a function of column sums of its per-example rows, so resampling examples
+is a weighted sum: accuracy (GLUE-layout tasks) has rows [correct]; SQuAD F1 [best F1 against
+the gold answers]; CoNLL entity F1 [true positives, predicted entities, gold entities] per
+sentence (micro F1 = 2 tp / (predicted + gold), seqeval's default conlleval matching).
+
+The bootstrap draws, B times, one multiset of the scored examples (the same for both arms: the
+pairing) and, for each arm, a multiset of its runs (pretraining x fine-tuning seeds); an arm's
+score is the mean over its drawn runs of the headline on the drawn examples. The 2.5 and 97.5
+percentiles of the difference are the 95% interval. It measures what a rerun on new examples
+and new seeds would move, under the assumption that examples and runs are exchangeable.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+
+import numpy as np
+from etils import epath
+
+# How each downstream kind is scored from its rows' column sums (x 100, as the tables print).
+ACCURACY, MEAN_F1, ENTITY_F1 = "accuracy", "mean_f1", "entity_f1"
+
+
+def metric_of(kind: str) -> str:
+    kind = kind.removesuffix("_feature")
+    return {"squad": MEAN_F1, "conll": ENTITY_F1}.get(kind, ACCURACY)
+
+
+def headline(metric: str, sums_xK: np.ndarray, n: int | np.ndarray) -> np.ndarray:
+    """The score x 100 from column sums (`sums_xK`: ... x K) over `n` examples."""
+    if metric == ENTITY_F1:
+        tp, predicted, gold = sums_xK[..., 0], sums_xK[..., 1], sums_xK[..., 2]
+        return 100.0 * 2.0 * tp / np.maximum(predicted + gold, 1e-12)
+    return 100.0 * sums_xK[..., 0] / n
+
+
+def example_rows(kind: str, task_dir: str, run_dir: str) -> np.ndarray:
+    """N x K statistics of one fine-tuning run's dev predictions, in the dev file's order."""
+    kind = kind.removesuffix("_feature")
+    run = epath.Path(run_dir)
+    if kind == "squad":
+        from bert_jax.tasks import squad, squad_eval
+
+        dev = squad.load_dataset(f"{task_dir}/dev-v1.1.json")
+        preds = json.loads((run / "predictions.json").read_text())
+        return np.array([[max(squad_eval.f1_score(preds.get(qa["id"], ""), a["text"])
+                              for a in qa["answers"])]
+                         for art in dev for p in art["paragraphs"] for qa in p["qas"]])  # fmt: skip
+    if kind == "conll":
+        return _entity_rows((run / "dev_predictions.txt").read_text())
+    from bert_jax.tasks import glue
+
+    spec = glue.get_spec(kind)
+    gold = [str(ex.label) for ex in glue.read_split(spec, task_dir, spec.dev_splits[0])]
+    lines = (run / "dev_predictions.tsv").read_text().splitlines()[1:]
+    preds = [line.split("\t", 1)[1] for line in lines]
+    return np.array([[float(p == g)] for p, g in zip(preds, gold, strict=True)])
+
+
+def _entity_rows(conll_text: str) -> np.ndarray:
+    """[tp, predicted, gold] entities per sentence of `word gold predicted` columns."""
+    from seqeval.metrics.sequence_labeling import get_entities
+
+    rows = []
+    for block in conll_text.strip("\n").split("\n\n"):
+        cols = [line.split(" ") for line in block.splitlines() if line]
+        gold = set(get_entities([c[1] for c in cols]))
+        pred = set(get_entities([c[2] for c in cols]))
+        rows.append([len(gold & pred), len(pred), len(gold)])
+    return np.array(rows, np.float64)
+
+
+def best_constant(kind: str, task_dir: str) -> dict[str, object]:
+    """The best score x 100 of one answer given to every example of the scored (dev) split,
+    with that answer: the most frequent dev label; for SQuAD the dev answer text with the
+    highest F1 among the 50 most frequent; for CoNLL the entity tag whose every-word tagging
+    scores best (all "O" predicts no entity: F1 0)."""
+    kind = kind.removesuffix("_feature")
+    if kind == "squad":
+        from bert_jax.tasks import squad, squad_eval
+
+        dev = squad.load_dataset(f"{task_dir}/dev-v1.1.json")
+        qas = [qa for art in dev for p in art["paragraphs"] for qa in p["qas"]]
+        texts = collections.Counter(a["text"] for qa in qas for a in qa["answers"])
+        scored = [(squad_eval.evaluate_v1(dev, {qa["id"]: t for qa in qas})["f1"], t)
+                  for t, _ in texts.most_common(50)]  # fmt: skip
+        score, answer = max(scored)
+        return {"score": float(score), "answer": answer}
+    if kind == "conll":
+        from bert_jax.tasks import ner
+
+        sents = ner.read_conll(f"{task_dir}/valid.txt")
+        gold = [list(s.tags) for s in sents]
+        scored = [(100.0 * ner.entity_f1(gold, [[t] * len(g) for g in gold])["f1"], t)
+                  for t in ner.LABELS]  # fmt: skip
+        score, answer = max(scored)
+        return {"score": float(score), "answer": answer}
+    from bert_jax.tasks import glue
+
+    spec = glue.get_spec(kind)
+    labels = collections.Counter(
+        str(ex.label) for ex in glue.read_split(spec, task_dir, spec.dev_splits[0])
+    )
+    answer, count = labels.most_common(1)[0]
+    return {"score": 100.0 * count / sum(labels.values()), "answer": answer}
+
+
+def paired_difference(
+    runs_a: list[np.ndarray], runs_b: list[np.ndarray], kind: str, draws: int = 2000,
+    seed: int = 0,
+) -> dict[str, float]:  # fmt: skip
+    """Arm A minus arm B (mean over runs of the headline), with its paired bootstrap 95%
+    interval over examples and runs. Every run's rows must be the same N examples in order."""
+    metric = metric_of(kind)
+    n = len(runs_a[0])
+    if any(len(r) != n for r in (*runs_a, *runs_b)):
+        raise ValueError(f"{kind}: runs scored on different numbers of examples")
+    rng = np.random.default_rng(seed)
+    weights_BxN = rng.multinomial(n, np.full(n, 1.0 / n), size=draws).astype(np.float64)
+
+    def arm(runs: list[np.ndarray]) -> tuple[float, np.ndarray]:
+        full = np.mean([headline(metric, r.sum(0), n) for r in runs])
+        per_run_BxR = np.stack([headline(metric, weights_BxN @ r, n) for r in runs], axis=1)
+        pick_BxR = rng.integers(len(runs), size=(draws, len(runs)))
+        return float(full), np.take_along_axis(per_run_BxR, pick_BxR, 1).mean(1)
+
+    (a, boot_a), (b, boot_b) = arm(runs_a), arm(runs_b)
+    low, high = np.percentile(boot_a - boot_b, [2.5, 97.5])
+    return {"diff": a - b, "low": float(low), "high": float(high), "examples": n,
+            "runs": [len(runs_a), len(runs_b)]}  # fmt: skip
+
+
+def majority_baseline(task_dir: str, kind: str) -> float:
+    """Dev score x 100 of always answering the training set's most frequent answer (label;
+    "O" for every word, which scores entity F1 0; SQuAD's most frequent answer text). Not the
+    baseline to beat: a constant fitted on another split can score below the best constant of
+    the scored one (`best_constant`); kept for the tables' `majority` key."""
+    from bert_jax.tasks import glue, squad, squad_eval
+
+    if kind == "conll":
+        return 0.0
+    if kind == "squad":
+        train = squad.load_dataset(f"{task_dir}/train-v1.1.json")
+        answers = collections.Counter(
+            qa["answers"][0]["text"]
+            for article in train for p in article["paragraphs"] for qa in p["qas"]
+        )  # fmt: skip
+        dev = squad.load_dataset(f"{task_dir}/dev-v1.1.json")
+        top = answers.most_common(1)[0][0]
+        preds = {qa["id"]: top for a in dev for p in a["paragraphs"] for qa in p["qas"]}
+        return float(squad_eval.evaluate_v1(dev, preds)["f1"])
+    spec = glue.get_spec(kind)
+    train = collections.Counter(ex.label for ex in glue.read_split(spec, task_dir, "train"))
+    top = train.most_common(1)[0][0]
+    dev = [ex.label for ex in glue.read_split(spec, task_dir, spec.dev_splits[0])]
+    return 100.0 * sum(label == top for label in dev) / len(dev)
+
+
+HOLDS, REVERSED, UNRESOLVED = "holds", "reversed", "unresolved at this scale"
+
+
+def verdict(diff: dict[str, float], paper_effect: float | None = None) -> str:
+    """*holds* when the interval lies above 0, *reversed* below; *unresolved at this scale* when
+    it covers 0, or is wider than the paper's own effect (`paper_effect`, points) so that it
+    could not have told the paper's finding from its absence."""
+    if paper_effect is not None and diff["high"] - diff["low"] > abs(paper_effect):
+        return UNRESOLVED
+    if diff["low"] > 0:
+        return HOLDS
+    if diff["high"] < 0:
+        return REVERSED
+    return UNRESOLVED

@@ -1,0 +1,111 @@
+"""The ablations' statistics: per-example rows reproduce the official scores, the best constant
+answer is the best on the scored split, the paired bootstrap interval has the width the normal
+approximation gives, and claims read their verdicts (holds, reversed, unresolved) off it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bert_jax.ablations import claims, report, stats
+from bert_jax.ablations.tables.compare import pair_key
+
+
+def _runs(rate: float, n: int, runs: int, seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [(rng.random((n, 1)) < rate).astype(float) for _ in range(runs)]
+
+
+def test_bootstrap_interval_width_and_verdicts():
+    n = 2000
+    a, b = _runs(0.7, n, 1, 1), _runs(0.5, n, 1, 2)
+    d = stats.paired_difference(a, b, "sst2", draws=4000)
+    # Independent outcomes: the normal approximation's standard error of the difference.
+    pa, pb = a[0].mean(), b[0].mean()
+    se = 100 * np.sqrt(pa * (1 - pa) / n + pb * (1 - pb) / n)
+    assert d["diff"] == pytest.approx(100 * (pa - pb))
+    assert d["high"] - d["low"] == pytest.approx(2 * 1.96 * se, rel=0.12)
+    assert stats.verdict(d) == stats.HOLDS
+    assert stats.verdict(stats.paired_difference(b, a, "sst2")) == stats.REVERSED
+    same = stats.paired_difference(a, [a[0].copy()], "sst2")
+    assert same["low"] == same["high"] == 0.0 and stats.verdict(same) == stats.UNRESOLVED
+    # An interval wider than the paper's own effect cannot tell that effect from none.
+    assert stats.verdict(d, paper_effect=0.5) == stats.UNRESOLVED
+    # Pairing: arms right on the same examples but for 40 of them differ by exactly those.
+    c = [a[0].copy()]
+    c[0][:40] = 1 - c[0][:40]
+    paired = stats.paired_difference(a, c, "sst2")
+    assert paired["high"] - paired["low"] < 0.5 * (d["high"] - d["low"])
+    # Seeds: runs that disagree with each other widen the interval.
+    noisy = stats.paired_difference(_runs(0.7, n, 1, 3) + _runs(0.55, n, 1, 4), b, "sst2")
+    assert noisy["high"] - noisy["low"] > 1.3 * (d["high"] - d["low"])
+
+
+def test_entity_rows_give_seqeval_micro_f1():
+    from bert_jax.tasks import ner
+
+    rng = np.random.default_rng(0)
+    gold, pred, lines = [], [], []
+    for _ in range(60):
+        length = int(rng.integers(3, 12))
+        g = list(rng.choice(ner.LABELS, length))
+        p = [t if rng.random() < 0.7 else str(rng.choice(ner.LABELS)) for t in g]
+        gold.append(g)
+        pred.append(p)
+        lines += [f"w{i} {x} {y}" for i, (x, y) in enumerate(zip(g, p, strict=True))] + [""]
+    rows = stats._entity_rows("\n".join(lines) + "\n")
+    ours = stats.headline(stats.ENTITY_F1, rows.sum(0), len(rows))
+    assert ours == pytest.approx(100 * ner.entity_f1(gold, pred)["f1"])
+
+
+def test_best_constant_is_the_scored_splits(tmp_path):
+    from bert_jax.ablations import suite
+    from bert_jax.corpus import embedded
+
+    docs = list(embedded.iter_documents(max_documents=400))
+    suite.build_suite(docs, str(tmp_path), train_examples=60, dev_examples=40)
+    for kind in ("sst2", "mrpc", "conll", "squad"):
+        best = stats.best_constant(kind, str(tmp_path / kind))
+        majority = stats.majority_baseline(str(tmp_path / kind), kind)
+        assert 0.0 <= majority <= best["score"] + 1e-9, kind
+    from bert_jax.tasks import glue
+
+    spec = glue.get_spec("sst2")
+    dev = [str(ex.label) for ex in glue.read_split(spec, str(tmp_path / "sst2"), "dev")]
+    best = stats.best_constant("sst2", str(tmp_path / "sst2"))
+    assert best["score"] == pytest.approx(100 * max(dev.count(x) for x in set(dev)) / len(dev))
+
+
+def _doc(table: str, cells: dict, intervals: dict) -> dict:
+    arms = {a: {t: report.summarize(v, None) for t, v in row.items()} for a, row in cells.items()}
+    return {"table": table, "arms": arms, "intervals": intervals}
+
+
+def _d(low: float, high: float) -> dict:
+    return {"diff": (low + high) / 2, "low": low, "high": high, "examples": 2000, "runs": [6, 6]}
+
+
+def test_claims_read_verdicts_off_the_intervals():
+    cells = {a: {"mrpc": [60.0], "conll": [10.0]}
+             for a in ("No NSP", "LTR & No NSP", "random init")}  # fmt: skip
+    doc = _doc("5", cells, {
+        "mrpc": {pair_key("No NSP", "LTR & No NSP"): _d(1.0, 4.0),
+                 pair_key("random init", "No NSP"): _d(-9.0, -5.0)},
+        "conll": {pair_key("No NSP", "LTR & No NSP"): _d(-4.0, -1.0)},
+    })  # fmt: skip
+    got = {c["claim"]: c for c in claims.check(doc)}
+    assert got["MLM (No NSP) beats LTR & No NSP on mrpc"]["verdict"] == stats.HOLDS
+    assert got["MLM (No NSP) beats LTR & No NSP on conll"]["verdict"] == stats.REVERSED
+    flipped = got["No NSP beats random init on mrpc"]  # stored as random init - No NSP
+    assert flipped["verdict"] == stats.HOLDS and flipped["interval"] == [5.0, 9.0]
+    # No interval for the pair: the old rule on the medians, without a verdict.
+    old_rule = "LTR & No NSP beats random init on mrpc by more than 3x the seed std"
+    assert "verdict" not in got[old_rule]
+    mixes = _doc("8", {"80/10/10": {"mrpc": [58.0]}, "100/0/0": {"mrpc": [57.5]}},
+                 {"mrpc": {pair_key("80/10/10", "100/0/0"): _d(-2.0, 3.0)}})  # fmt: skip
+    (agree,) = [c for c in claims.check(mixes) if "agree" in c["claim"]]
+    assert agree["verdict"] == stats.UNRESOLVED  # wider than the paper's 0.1-point spread
+    md = report.markdown({**doc, "scale": "cpu", "baselines": {}, "claims": claims.check(doc)})
+    assert "- reversed: MLM (No NSP) beats LTR & No NSP on conll" in md
+    # Claims on pairs without intervals (median rule) count apart from the verdicts.
+    assert report.tally(claims.check(doc)) == "2 hold, 3 do not hold, 1 reversed"
