@@ -190,14 +190,30 @@ def test_quick_run_of_every_table_is_complete_and_resumable(tmp_path, monkeypatc
     assert not any(m.startswith("pretraining") for m in messages)
     assert {p: p.stat().st_mtime for p in finished} == finished
     # Another fine-tuning budget reuses every pretraining run and fine-tunes anew beside the old.
-    messages.clear()
-    longer = ablate("fig5", dataclasses.replace(scale, finetune_epochs=2), str(tmp_path),
-                    progress=messages.append)  # fmt: skip
-    assert not any(m.startswith("pretraining") for m in messages)
-    assert longer["finetune"] == {"epochs": 2, "learning_rate": scale.finetune_lr}
-    assert "fine-tuned 2 epochs" in (tmp_path / "fig5.md").read_text()
-    now = set(pathlib.Path(tmp_path).rglob("eval_results.json"))
-    assert len(now - set(finished)) == len(longer["arms"]) and set(finished) <= now
+    # Another fine-tuning budget: new fine-tuning directories over the same pretraining runs.
+    from bert_jax.ablations.harness import Harness
+
+    arm = tables.get("5").arms(scale)[0]
+    longer = Harness(str(tmp_path), dataclasses.replace(scale, finetune_epochs=2), progress=print)
+    assert longer._finetune_dir(arm, "mrpc", 0) != Harness(
+        str(tmp_path), scale, progress=print
+    )._finetune_dir(arm, "mrpc", 0)
+    assert longer.pretrain(arm.pretrain) == tmp_path / "pretrain" / arm.pretrain.key  # kept
+    # A budget that would read the text too often is refused before it trains (--scale host).
+    strict = Harness(str(tmp_path), dataclasses.replace(scale, max_repetition=2.0), print)
+    long_run = dataclasses.replace(arm.pretrain, steps=400)
+    assert strict.repetition(long_run) == pytest.approx(25 * strict.repetition(arm.pretrain))
+    with pytest.raises(BertJaxError, match=r"400 steps would read the pretraining text \S+ "
+                                           r"times \(the quick scale allows 2\)"):  # fmt: skip
+        strict.pretrain(long_run)
+    # Per-example intervals of every pair of arms, and the best constant of each dev split.
+    mrpc = docs["5"]["intervals"]["mrpc"]
+    assert set(mrpc) >= {"BERT - No NSP", "No NSP - LTR & No NSP", "BERT - random init"}
+    for d in mrpc.values():
+        assert d["low"] <= d["diff"] <= d["high"] and d["runs"] == [1, 1]
+    for kind, base in docs["5"]["baselines"].items():
+        assert base["majority"] <= base["best_constant"] + 1e-9, kind
+    assert "| best constant (dev) |" in (tmp_path / "5.md").read_text()
 
 
 @pytest.mark.slow
@@ -226,8 +242,17 @@ def test_tpu_plan_fit_checks_every_run_of_every_table_and_writes_the_launch_scri
     # the six masking mixes are one program: compiled once, not six times
     assert len({json.dumps(r["fit"], sort_keys=True) for r in docs["8"]["runs"].values()
                 if "fit" in r}) == 1  # fmt: skip
-    # two phases of: Table 5's three objectives, SOP, ELECTRA and its full-sentence MLM arm
-    assert len(tpu._FITS) == 2 * 6
+    # two phases of the distinct programs: MLM + pair head (NSP, SOP), MLM alone (No NSP,
+    # ELECTRA's full-sentence MLM arm), LTR, ELECTRA
+    assert len(tpu._FITS) == 2 * 4
+    # --scale host --topology v4-8: the one-host recipe, one phase, bfloat16, on a single TPU VM
+    host = dataclasses.replace(scale_for("host"), model="L1-H64-A2", sizes=((1, 64, 2),))
+    one_vm = tpu.plan("nsp_sop", host, str(tmp_path / "host"), "v4-8", "my-vm", {})
+    assert all("phase2" not in r["fit"] and r["fit"]["phase1"]["fits"]
+               for r in one_vm["runs"].values() if "fit" in r)  # fmt: skip
+    assert {r["phase1"]["dtype"] for r in one_vm["runs"].values() if "fit" in r} == {"bfloat16"}
+    host_script = (tmp_path / "host" / "plan" / "nsp_sop.sh").read_text()
+    assert "-p2" not in host_script and host_script.count(" bert-jax pretrain ") == 3
 
     script = (tmp_path / "plan" / "5.sh").read_text().splitlines()
     pretrain = [line for line in script if " bert-jax pretrain " in line]
@@ -245,9 +270,8 @@ def test_tpu_plan_fit_checks_every_run_of_every_table_and_writes_the_launch_scri
     fig5 = [line for line in (tmp_path / "plan" / "fig5.sh").read_text().splitlines()
             if " bert-jax finetune " in line]  # fmt: skip
     mlm = f"{tmp_path}/pretrain/mlm_nsp-L1-H64-A2-80.10.10-s900000"
-    assert f"--workdir {mlm.replace('pretrain', 'finetune')}@450000/mrpc/e3-lr5e-05 " in "\n".join(
-        fig5
-    )
+    out = f"{mlm.replace('pretrain', 'finetune')}@450000/mrpc/e3-lr5e-05-d0.1"
+    assert f"--workdir {out} " in "\n".join(fig5)
     at_450k = [line for line in fig5 if "@450000/" in line and "/mlm_nsp-" in line]
     assert len(at_450k) == 1 and f"--config.init_checkpoint={mlm}-p1 " in at_450k[0]
     assert "--config.init_checkpoint_step=450000" in at_450k[0]

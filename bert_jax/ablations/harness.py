@@ -47,7 +47,7 @@ FAMILY = {"sst2": "glue", "mrpc": "glue", "mnli": "glue", "conll": "ner", "squad
 _ONE_DEVICE = {"data": 1, "fsdp": 1, "tensor": 1}
 # Scale fields that are part of each run's directory name (or chosen per table): free to differ.
 _KEYED = ("name", "model", "steps", "seeds", "pretrain_seeds", "sizes", "finetune_epochs",
-          "finetune_lr", "finetune_dropout")  # fmt: skip
+          "finetune_lr", "finetune_dropout", "warn_repetition", "max_repetition")  # fmt: skip
 
 
 def shard_objective(objective: str) -> str:
@@ -267,7 +267,7 @@ class Harness:
         c = pretrain_config(run.model)
         c.update(
             dict(
-                dtype="float32", objective=run.objective, vocab_file=self.vocab_file(),
+                dtype=s.dtype, objective=run.objective, vocab_file=self.vocab_file(),
                 train_files=train_files, eval_files=eval_files, max_seq_length=s.seq,
                 max_predictions_per_seq=s.predictions, global_batch_size=s.batch,
                 learning_rate=s.learning_rate, warmup_steps=s.warmup, schedule="linear",
@@ -287,9 +287,35 @@ class Harness:
             c.learning_rate, c.warmup_steps, c.schedule = 0.0, 0, "constant"
         return c
 
+    def repetition(self, run: Pretrain) -> float:
+        """Passes a run makes over its pretraining text: the tokens its steps read over the
+        text's tokens (the shards hold `dupe_factor` maskings of it)."""
+        train, _ = self.shards(run.objective)
+        stats_json = json.loads((epath.Path(train).parent / "stats.json").read_text())
+        text_tokens = stats_json["tokens"] / max(self.scale.dupe_factor, 1)
+        real_per_row = stats_json["tokens"] / max(stats_json.get("records", 1), 1)
+        return run.steps * self.scale.batch * real_per_row / max(text_tokens, 1.0)
+
+    def _check_repetition(self, run: Pretrain) -> None:
+        s = self.scale
+        if not (s.warn_repetition or s.max_repetition) or not run.steps:
+            return
+        times = self.repetition(run)
+        fix = ("give a larger --corpus (one sentence a line, a blank line between documents) "
+               "or fewer --steps")  # fmt: skip
+        if s.max_repetition and times > s.max_repetition:
+            raise BertJaxError(
+                f"{run.key}: {run.steps} steps would read the pretraining text {times:.1f} "
+                f"times (the {s.name} scale allows {s.max_repetition:g}): {fix}"
+            )
+        if s.warn_repetition and times > s.warn_repetition:
+            self.progress(f"warning: {run.key} reads its pretraining text {times:.1f} times; "
+                          f"{fix} for a budget that repeats it at most a few times")  # fmt: skip
+
     def pretrain(self, run: Pretrain) -> epath.Path:
         wd = self.root / "pretrain" / run.key
         if not (wd / "done.json").exists():
+            self._check_repetition(run)
             self.progress(f"pretraining {run.key}")
             config = self.pretrain_config(run)
             result = run_pretraining(config, str(wd))
@@ -336,6 +362,7 @@ class Harness:
                     num_train_epochs=s.finetune_epochs, train_batch_size=s.finetune_batch,
                     eval_batch_size=64, log_every_steps=10_000, checkpoint_every_steps=10**9,
                     num_devices=1, async_checkpoints=False, dropout=s.finetune_dropout,
+                    dtype=s.dtype,
                 )
             )  # fmt: skip
             c.mesh.update(_ONE_DEVICE)

@@ -34,7 +34,7 @@ def scale_for(
     sizes: str = "",
 ) -> Scale:
     if scale not in SCALES or scale == "quick":
-        raise BertJaxError(f"--scale={scale}: use cpu or tpu")
+        raise BertJaxError(f"--scale={scale}: use cpu, host or tpu")
     s = SCALES["quick"] if quick else SCALES[scale]
     given = dict(steps=steps, model=model, seeds=seeds, finetune_epochs=finetune_epochs,
                  finetune_lr=finetune_lr, sizes=parse_sizes(sizes),

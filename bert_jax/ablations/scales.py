@@ -1,6 +1,9 @@
 """How big an ablation run is. `quick` is the minutes-long end-to-end run the tests use; `cpu`
-the tables on a 2-core machine in hours (tiny models, the embedded corpus); `tpu` the paper's
-recipe (BERT-base, batch 256, 1M steps at Adam 1e-4 with 10k warmup, 128 then 512 tokens)."""
+the tables on a 2-core machine in hours (tiny models, the embedded corpus); `host` one
+accelerator host (one GPU, or a single TPU VM such as v4-8): BERT-small arms on about 3e17
+FLOPs each, between a fully trained BERT-Tiny (about 1e17) and Cramming's GPU-day (about 1e18),
+on a `--corpus` large enough to repeat its text only a few times; `tpu` the paper's recipe
+(BERT-base, batch 256, 1M steps at Adam 1e-4 with 10k warmup, 128 then 512 tokens)."""
 
 from __future__ import annotations
 
@@ -42,6 +45,11 @@ class Scale:
     dropout: float = 0.1
     phase2_steps: int = 0  # `tpu`: steps at `phase2_seq` after phase 1 (the paper's 10%)
     phase2_seq: int = 512
+    dtype: str = "float32"  # of pretraining and fine-tuning runs
+    # Passes over the pretraining text a run may make: above `warn_repetition` the run says so,
+    # above `max_repetition` it is refused (0 = no limit; the cpu scale repeats ~30x by design).
+    warn_repetition: float = 0.0
+    max_repetition: float = 0.0
 
 
 SCALES = {
@@ -59,11 +67,23 @@ SCALES = {
         sizes=((1, 128, 2), (2, 128, 1), (2, 128, 2), (4, 128, 2), (4, 192, 3), (8, 192, 3)),
         eval_steps=20, seeds=5, dropout=0.0, pretrain_seeds=2,
     ),
+    # BERT-small (L4-H512-A8): 3.07e12 training FLOPs per step of 256 x 128 tokens, so 100k steps
+    # are 3.1e17 per arm and 3.3e9 tokens: a corpus of about 1e9 tokens (4 GB of text) is seen
+    # three times. Table 6's grid spans BERT-mini to BERT-small.
+    "host": Scale(
+        "host", "L4-H512-A8", steps=100_000, seq=128, predictions=20, batch=256,
+        learning_rate=5e-4, warmup=2_000, vocab_size=30522, corpus_bytes=0, dupe_factor=5,
+        suite_train=10_000, suite_dev=2_000, finetune_epochs=3.0, finetune_lr=1e-4,
+        finetune_batch=32, lstm_size=256,
+        sizes=((2, 256, 4), (4, 256, 4), (4, 512, 8), (8, 512, 8)), eval_steps=100, seeds=3,
+        pretrain_seeds=2, dtype="bfloat16", warn_repetition=4.0, max_repetition=20.0,
+    ),
     "tpu": Scale(
         "tpu", "L12-H768-A12", steps=900_000, seq=128, predictions=20, batch=256,
         learning_rate=1e-4, warmup=10_000, vocab_size=30522, corpus_bytes=0, dupe_factor=10,
         suite_train=0, suite_dev=0, finetune_epochs=3.0, finetune_lr=5e-5, finetune_batch=32,
         lstm_size=768, sizes=PAPER_SIZES, eval_steps=100, seeds=5, phase2_steps=100_000,
+        dtype="bfloat16",
     ),
 }  # fmt: skip
 

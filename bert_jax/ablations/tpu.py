@@ -10,7 +10,8 @@ Before writing anything, each run's train step is compiled ahead of time
 for the slice (`bert_jax.aot`, libtpu's compile-only devices: `pip install 'bert-jax[tpu]'`),
 phase 1 and phase 2 both (512 tokens needs more memory than 128); a run that does not fit stops
 the plan with the knobs to turn. Runs whose steps are the same program (Table 8's masking mixes
-differ only in the input pipeline) are compiled once per process.
+differ only in the input pipeline, NSP and SOP only in their data) are compiled once per
+process.
 
   WORKDIR/plan/<table>.sh      the commands, in order (shards first, then arm by arm)
   WORKDIR/plan/<table>.json    per run: key, config overrides, the fit report's numbers
@@ -52,6 +53,7 @@ def run_overrides(run: tables.Pretrain, scale: Scale, data: str, phase: int) -> 
         "max_predictions_per_seq": scale.predictions if phase == 1 else 80,
         # Phase 2 is the same fraction of every run (ELECTRA's table gives arms other steps).
         "train_steps": run.steps if phase == 1 else scale.phase2_steps * run.steps // scale.steps,
+        "dtype": scale.dtype,
     }
     quarter = _quarter(run) if phase == 1 else 0
     if quarter:  # Figure 5 fine-tunes the checkpoint of each quarter
@@ -73,7 +75,15 @@ def fit_check(run: tables.Pretrain, overrides: dict, topology: str) -> dict:
     skip = {"train_files", "eval_files", "vocab_file", "dynamic_masking", "mask_prob",
             "random_prob", "keep_checkpoint_every_steps"}  # fmt: skip
     step = {k: v for k, v in overrides.items() if k not in skip}
-    memo = json.dumps([run.model, topology, step], sort_keys=True)
+    # Keyed by what decides the program's shapes and memory: NSP and SOP share the pair head,
+    # an MLM-only step is the same whatever its pairing, and step counts and learning rates
+    # are constants of the schedule.
+    spec = objectives.get(step["objective"])
+    heads = sorted("pair" if h in ("nsp", "sop") else h for h in spec.heads)
+    constants = {"train_steps", "learning_rate", "warmup_steps", "objective"}
+    program = {k: v for k, v in step.items() if k not in constants}
+    memo = json.dumps([run.model, topology, program, heads, spec.causal, spec.family],
+                      sort_keys=True)  # fmt: skip
     if memo in _FITS:
         return _FITS[memo]
     config = pretrain_config(run.model)
@@ -131,9 +141,10 @@ def plan(
             config = f"experiments/configs/pretrain.py:{run.model}"
             lines.append(f"{on_tpu} bert-jax pretrain --config {config} --workdir {p1} "
                          f"{_flags(one)}")  # fmt: skip
-            lines.append(f"{on_tpu} bert-jax pretrain --config {config} --workdir {p2} "
-                         f"--config.init_checkpoint={p1} {_flags(two)}")  # fmt: skip
-        source = p2
+            if two["train_steps"]:
+                lines.append(f"{on_tpu} bert-jax pretrain --config {config} --workdir {p2} "
+                             f"--config.init_checkpoint={p1} {_flags(two)}")  # fmt: skip
+        source = p2 if scale.phase2_steps else p1  # `host` scale: one phase
         if not run.steps and run.key not in runs:  # the model at init: one step at lr 0
             zero = {"objective": run.objective, "train_steps": 1, "learning_rate": 0.0,
                     "warmup_steps": 0, "schedule": "constant", "vocab_file": f"{data}/vocab.txt",

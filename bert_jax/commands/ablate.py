@@ -2,6 +2,8 @@
 
   bert-jax ablate --table 5 --scale cpu --workdir /tmp/ablate --seeds 3
   bert-jax ablate --table 5 --scale cpu --workdir /tmp/q --quick        # minutes, every arm
+  bert-jax ablate --table 5 --scale host --corpus 'wiki/*.txt' --workdir /data/abl  # one GPU
+  bert-jax ablate --table 5 --scale host --corpus ... --workdir gs://B/abl --topology v4-8
   bert-jax ablate --table 5 --scale tpu --workdir gs://B/ablate --tpu_name my-v4 --topology v4-32
 
 Tables: the values of --table below (bert_jax/ablations/tables/, one module each).
@@ -27,7 +29,11 @@ _TABLE = flags.DEFINE_enum(
     "table", None, tables.names(),
     "Which ablation: " + "; ".join(f"{n} = {tables.get(n).summary}" for n in tables.names()) + ".",
 )  # fmt: skip
-_SCALE = flags.DEFINE_enum("scale", "cpu", ["cpu", "tpu"], "cpu: tiny models; tpu: the paper's.")
+_SCALE = flags.DEFINE_enum(
+    "scale", "cpu", ["cpu", "host", "tpu"],
+    "cpu: tiny models here; host: BERT-small arms on one GPU (or, with --topology, one TPU VM); "
+    "tpu: the paper's recipe on a slice.",
+)  # fmt: skip
 _WORKDIR = flags.DEFINE_string("workdir", None, "Where runs, tables and plots go.")
 _CORPUS = flags.DEFINE_string("corpus", "", "Pretraining text globs (default: embedded corpus).")
 _TASK = flags.DEFINE_multi_string("task", [], "KIND:DIR, replaces a built-in task (repeatable).")
@@ -44,7 +50,11 @@ _FT_EPOCHS = flags.DEFINE_float("finetune_epochs", 0, "Fine-tuning epochs (0 = t
 _FT_LR = flags.DEFINE_float("finetune_lr", 0, "Fine-tuning learning rate (0 = the scale's).")
 _QUICK = flags.DEFINE_bool("quick", False, "Minutes-long run of every arm (what tests use).")
 _TPU_NAME = flags.DEFINE_string("tpu_name", "", "--scale tpu: the TPU VM to launch on.")
-_TOPOLOGY = flags.DEFINE_string("topology", "v4-32", "--scale tpu: the slice to fit-check.")
+_TOPOLOGY = flags.DEFINE_string(
+    "topology", "v4-32",
+    "--scale tpu: the slice to fit-check; --scale host with --topology (e.g. v4-8): plan for that "
+    "TPU VM instead of running here.",
+)  # fmt: skip
 
 KINDS = ("sst2", "mrpc", "mnli", "conll", "squad")
 
@@ -73,7 +83,7 @@ def main(argv: list[str]) -> None:
                       _FT_EPOCHS.value, _FT_LR.value, _SIZES.value,
                       pretrain_seeds=_PRETRAIN_SEEDS.value)  # fmt: skip
     tasks = _tasks(_TASK.value)
-    if _SCALE.value == "tpu":
+    if _SCALE.value == "tpu" or (_SCALE.value == "host" and _TOPOLOGY.present):
         from bert_jax.ablations.tpu import plan
 
         plan(_TABLE.value, scale, _WORKDIR.value, _TOPOLOGY.value, _TPU_NAME.value, tasks)
