@@ -200,7 +200,8 @@ def test_quick_run_of_every_table_is_complete_and_resumable(tmp_path, monkeypatc
     )._finetune_dir(arm, "mrpc", 0)
     assert longer.pretrain(arm.pretrain) == tmp_path / "pretrain" / arm.pretrain.key  # kept
     # A budget that would read the text too often is refused before it trains (--scale host).
-    strict = Harness(str(tmp_path), dataclasses.replace(scale, max_repetition=2.0), print)
+    strict = Harness(str(tmp_path), dataclasses.replace(scale, max_repetition=2.0),
+                     progress=print)  # fmt: skip
     long_run = dataclasses.replace(arm.pretrain, steps=400)
     assert strict.repetition(long_run) == pytest.approx(25 * strict.repetition(arm.pretrain))
     with pytest.raises(BertJaxError, match=r"400 steps would read the pretraining text \S+ "
