@@ -27,9 +27,10 @@ from etils import epath
 
 from bert_jax import families, objectives
 from bert_jax.ablations import stats, suite
+from bert_jax.ablations.inputs import FAMILY, check_task_dir, read_documents, write_docs
 from bert_jax.ablations.scales import Scale
 from bert_jax.ablations.tables import INTRINSIC, Arm, Pretrain
-from bert_jax.atomic_write import is_local, write_json_atomic, write_text_atomic
+from bert_jax.atomic_write import is_local, write_json_atomic
 from bert_jax.checkpoint import restore_params
 from bert_jax.corpus import embedded
 from bert_jax.data.pipeline import create_pretraining_data
@@ -43,7 +44,6 @@ from bert_jax.train import build_trainer, make_mesh
 from bert_jax.train.config import finetune_config, pretrain_config
 from bert_jax.train.lock import WorkdirLock, in_use
 
-FAMILY = {"sst2": "glue", "mrpc": "glue", "mnli": "glue", "conll": "ner", "squad": "squad"}
 _ONE_DEVICE = {"data": 1, "fsdp": 1, "tensor": 1}
 # Scale fields that are part of each run's directory name (or chosen per table): free to differ.
 _KEYED = ("name", "model", "steps", "seeds", "pretrain_seeds", "sizes", "finetune_epochs",
@@ -55,70 +55,6 @@ def shard_objective(objective: str) -> str:
     sentence pairs (nsp), swapped pairs (sop) or packed full sentences (MLM-only, ELECTRA)."""
     pairing = objectives.get(objective).pairing
     return {"swapped_pairs": "sop", "packed": "full_sentences"}.get(pairing, "nsp")
-
-
-def read_documents(patterns: str) -> list[list[str]]:
-    """Documents of text files in create-pretraining-data's format (one sentence a line, a
-    blank line between documents)."""
-    docs: list[list[str]] = []
-    for pattern in (p.strip() for p in patterns.split(",") if p.strip()):
-        parent, glob = epath.Path(pattern).parent, epath.Path(pattern).name
-        files = sorted(parent.glob(glob))
-        if not files:
-            raise BertJaxError(f"--corpus {pattern}: no files match")
-        for path in files:
-            try:
-                text = path.read_text(encoding="utf-8")
-            except UnicodeDecodeError as e:
-                raise BertJaxError(f"--corpus {path}: not UTF-8 (byte {e.start})") from None
-            except IsADirectoryError:
-                raise BertJaxError(f"--corpus {path}: a directory, expected text files") from None
-            for block in text.split("\n\n"):
-                lines = [line.strip() for line in block.splitlines() if line.strip()]
-                if len(lines) >= 2:
-                    docs.append(lines)
-    if len(docs) < 20:
-        raise BertJaxError(f"--corpus {patterns}: {len(docs)} documents; need at least 20")
-    return docs
-
-
-def _write_docs(docs: list[list[str]], path: epath.Path, max_bytes: int) -> None:
-    text, size = [], 0
-    for doc in docs:
-        block = "\n".join(doc) + "\n"
-        if max_bytes and size + len(block) > max_bytes:
-            break
-        text.append(block)
-        size += len(block)
-    write_text_atomic(path, "\n".join(text))
-
-
-def check_task_dir(kind: str, directory: str) -> None:
-    """`--task KIND:DIR` read as its fine-tuning runs will read it (the train and dev files of
-    FAMILY[kind]'s layout), so a typo or a wrong layout is refused before any pretraining and
-    before settings.json records the task."""
-    from bert_jax.tasks import glue, ner, squad
-
-    where = f"--task={kind}:{directory}"
-    if not epath.Path(directory).is_dir():
-        raise BertJaxError(f"{where}: no such directory")
-    config = finetune_config(FAMILY[kind])
-    try:
-        if kind == "conll":
-            for name in (config.train_file, config.dev_file):
-                if not ner.read_conll(str(epath.Path(directory) / name)):
-                    raise BertJaxError(f"{epath.Path(directory) / name}: no sentences")
-        elif kind == "squad":
-            squad.read_examples(str(epath.Path(directory) / config.train_file), True, False)
-            squad.read_examples(str(epath.Path(directory) / config.predict_file), False, False)
-        else:
-            spec = glue.get_spec(kind)
-            for split in ("train", *spec.dev_splits):
-                glue.read_split(spec, directory, split)
-    except BertJaxError as e:
-        raise BertJaxError(f"{where}: {e}") from None
-    except UnicodeDecodeError as e:
-        raise BertJaxError(f"{where}: a file is not UTF-8 ({e.reason} at byte {e.start})") from None
 
 
 @dataclasses.dataclass
@@ -206,8 +142,8 @@ class Harness:
             data.mkdir(parents=True, exist_ok=True)
             docs = self._documents()
             rest = [d for i, d in enumerate(docs) if i % 10]
-            _write_docs(rest, train, self.scale.corpus_bytes)
-            _write_docs(docs[::10], held, max(self.scale.corpus_bytes // 10, 20_000))
+            write_docs(rest, train, self.scale.corpus_bytes)
+            write_docs(docs[::10], held, max(self.scale.corpus_bytes // 10, 20_000))
 
         self._build_once(held, split)
         return train, held

@@ -27,7 +27,8 @@ from etils import epath
 
 from bert_jax import objectives
 from bert_jax.ablations import tables
-from bert_jax.ablations.harness import FAMILY, shard_objective
+from bert_jax.ablations.harness import shard_objective
+from bert_jax.ablations.inputs import FAMILY
 from bert_jax.ablations.scales import Scale
 from bert_jax.atomic_write import write_json_atomic, write_text_atomic
 from bert_jax.errors import BertJaxError

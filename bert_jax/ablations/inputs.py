@@ -1,0 +1,77 @@
+"""What an ablation reads from its user: the pretraining corpus (`--corpus` globs of text in
+create-pretraining-data's format) and `--task KIND:DIR` data, checked before anything runs."""
+
+from __future__ import annotations
+
+from etils import epath
+
+from bert_jax.atomic_write import write_text_atomic
+from bert_jax.errors import BertJaxError
+from bert_jax.train.config import finetune_config
+
+# The fine-tuning task family of each downstream kind.
+FAMILY = {"sst2": "glue", "mrpc": "glue", "mnli": "glue", "conll": "ner", "squad": "squad"}
+
+
+def read_documents(patterns: str) -> list[list[str]]:
+    """Documents of text files in create-pretraining-data's format (one sentence a line, a
+    blank line between documents)."""
+    docs: list[list[str]] = []
+    for pattern in (p.strip() for p in patterns.split(",") if p.strip()):
+        parent, glob = epath.Path(pattern).parent, epath.Path(pattern).name
+        files = sorted(parent.glob(glob))
+        if not files:
+            raise BertJaxError(f"--corpus {pattern}: no files match")
+        for path in files:
+            try:
+                text = path.read_text(encoding="utf-8")
+            except UnicodeDecodeError as e:
+                raise BertJaxError(f"--corpus {path}: not UTF-8 (byte {e.start})") from None
+            except IsADirectoryError:
+                raise BertJaxError(f"--corpus {path}: a directory, expected text files") from None
+            for block in text.split("\n\n"):
+                lines = [line.strip() for line in block.splitlines() if line.strip()]
+                if len(lines) >= 2:
+                    docs.append(lines)
+    if len(docs) < 20:
+        raise BertJaxError(f"--corpus {patterns}: {len(docs)} documents; need at least 20")
+    return docs
+
+
+def write_docs(docs: list[list[str]], path: epath.Path, max_bytes: int) -> None:
+    text, size = [], 0
+    for doc in docs:
+        block = "\n".join(doc) + "\n"
+        if max_bytes and size + len(block) > max_bytes:
+            break
+        text.append(block)
+        size += len(block)
+    write_text_atomic(path, "\n".join(text))
+
+
+def check_task_dir(kind: str, directory: str) -> None:
+    """`--task KIND:DIR` read as its fine-tuning runs will read it (the train and dev files of
+    FAMILY[kind]'s layout), so a typo or a wrong layout is refused before any pretraining and
+    before settings.json records the task."""
+    from bert_jax.tasks import glue, ner, squad
+
+    where = f"--task={kind}:{directory}"
+    if not epath.Path(directory).is_dir():
+        raise BertJaxError(f"{where}: no such directory")
+    config = finetune_config(FAMILY[kind])
+    try:
+        if kind == "conll":
+            for name in (config.train_file, config.dev_file):
+                if not ner.read_conll(str(epath.Path(directory) / name)):
+                    raise BertJaxError(f"{epath.Path(directory) / name}: no sentences")
+        elif kind == "squad":
+            squad.read_examples(str(epath.Path(directory) / config.train_file), True, False)
+            squad.read_examples(str(epath.Path(directory) / config.predict_file), False, False)
+        else:
+            spec = glue.get_spec(kind)
+            for split in ("train", *spec.dev_splits):
+                glue.read_split(spec, directory, split)
+    except BertJaxError as e:
+        raise BertJaxError(f"{where}: {e}") from None
+    except UnicodeDecodeError as e:
+        raise BertJaxError(f"{where}: a file is not UTF-8 ({e.reason} at byte {e.start})") from None
