@@ -113,3 +113,14 @@ def test_quick_table_is_a_wiring_check_not_a_score_of_claims(tmp_path, monkeypat
                                      "at this scale")  # fmt: skip
         assert all(c["verdict"] == "unresolved at this scale" for c in doc["claims"])
         assert "wiring check" not in md
+
+
+def test_the_command_line_reaches_each_scale_field():
+    """`bert-jax ablate` passes its flags to scale_for in this order (commands/ablate.py)."""
+    s = scale_for("host", 50, "L2-H128-A2", 4, False, 2.0, 3e-4, "L1-H64-A2", pretrain_seeds=3)
+    assert (s.steps, s.model, s.seeds, s.finetune_epochs, s.finetune_lr) == (
+        50, "L2-H128-A2", 4, 2.0, 3e-4
+    )
+    assert s.sizes == ((1, 64, 2),) and s.pretrain_seeds == 3 and s.dtype == "bfloat16"
+    with pytest.raises(BertJaxError, match="--pretrain_seeds=-1: must be positive"):
+        scale_for("cpu", pretrain_seeds=-1)

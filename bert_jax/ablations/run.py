@@ -28,10 +28,10 @@ def scale_for(
     model: str = "",
     seeds: int = 0,
     quick: bool = False,
-    pretrain_seeds: int = 0,
     finetune_epochs: float = 0,
     finetune_lr: float = 0,
     sizes: str = "",
+    pretrain_seeds: int = 0,
 ) -> Scale:
     if scale not in SCALES or scale == "quick":
         raise BertJaxError(f"--scale={scale}: use cpu, host or tpu")
