@@ -167,10 +167,15 @@ def test_quick_run_of_every_table_is_complete_and_resumable(tmp_path, monkeypatc
     assert docs["5"]["arms"]["LTR & No NSP"]["squad"]["paper"] == 77.8
     # masked-LM arms are read against the context-free predictor on the same held-out masks
     checks = docs["5"]["pretraining"]
-    assert set(checks) == {"BERT", "No NSP"}, checks  # not LTR, not random init
-    for check in checks.values():
+    assert set(checks) == {"BERT", "No NSP", "LTR & No NSP", "+ BiLSTM"}, checks  # not random
+    for arm in ("BERT", "No NSP"):
+        check = checks[arm]
         assert 0 < check["unigram"] < check["context_free"] < 0.5 and check["mlm_accuracy"] >= 0
-    assert "| BERT | " in (tmp_path / "5.md").read_text().split("context-free predictor")[1]
+    ltr = checks["LTR & No NSP"]  # its bar: the next-token unigram rate
+    assert set(ltr) == {"lm_accuracy", "unigram"} and 0 < ltr["unigram"] < 0.5
+    md5 = (tmp_path / "5.md").read_text()
+    assert "| BERT | " in md5.split("context-free predictor")[1]
+    assert "| LTR & No NSP | " in md5.split("Left-to-right LMs")[1]
     assert set(docs["5"]["arms"]["+ BiLSTM"]) == {"sst2", "mrpc", "conll", "squad"}
     for row in docs["6"]["arms"].values():
         assert 1.0 < row["mlm_ppl"]["median"] < 2 * scale.vocab_size

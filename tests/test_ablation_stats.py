@@ -109,3 +109,14 @@ def test_claims_read_verdicts_off_the_intervals():
     assert "- reversed: MLM (No NSP) beats LTR & No NSP on conll" in md
     # Claims on pairs without intervals (median rule) count apart from the verdicts.
     assert report.tally(claims.check(doc)) == "2 hold, 3 do not hold, 1 reversed"
+
+
+def test_next_token_bar_counts_real_targets_after_the_first():
+    from bert_jax.objectives.baselines import next_token_baselines
+
+    ids = np.array([[1, 7, 7, 5, 0], [1, 7, 4, 0, 0]])  # targets: 7 7 5 | 7 4 (7 is most common)
+    mask = (ids > 0).astype(int)
+    train = [{"input_ids": ids, "input_mask": mask}]
+    held = [{"input_ids": np.array([[1, 7, 3, 3, 7], [1, 7, 7, 7, 7]]),
+             "input_mask": np.ones((2, 5), int), "example_mask": np.array([1.0, 0.0])}]
+    assert next_token_baselines(train, held) == {"unigram": 0.5}  # 7 3 3 7; row 2 is padding

@@ -346,14 +346,40 @@ class Harness:
         head = objectives.get(objective).sentence_head
         return 100.0 * metrics[f"{head}_accuracy"]
 
+    def _next_token_check(self, run: Pretrain) -> dict:
+        """A left-to-right LM's held-out next-token accuracy against always answering the most
+        frequent training token (`bert_jax.objectives.baselines.next_token_baselines`)."""
+        from bert_jax.input import EvalInput
+        from bert_jax.objectives.baselines import next_token_baselines
+
+        wd = self.pretrain(run)
+        cached = wd / "baselines.json"
+        if not cached.exists():
+            c = self.pretrain_config(run)
+
+            def batches(files: str, n: int):
+                data = EvalInput(files, c.global_batch_size, c.max_seq_length,
+                                 c.max_predictions_per_seq, objective=c.objective)  # fmt: skip
+                return itertools.islice(iter(data), n)
+
+            base = next_token_baselines(batches(c.train_files, 200),
+                                        batches(c.eval_files, c.max_eval_steps))  # fmt: skip
+            write_json_atomic(cached, base, sort_keys=True)
+        final = json.loads((wd / "done.json").read_text())
+        return {"lm_accuracy": final["eval_lm_accuracy"],
+                "unigram": json.loads(cached.read_text())["unigram"]}  # fmt: skip
+
     def masked_lm_check(self, run: Pretrain) -> dict | None:
         """A masked-LM run's held-out accuracy next to the context-free predictors' on the same
         masks (bert_jax.objectives.baselines): above `context_free`, the model uses context.
-        None for runs without masked-LM targets (LTR, random init). ELECTRA's masked LM is its
+        A left-to-right LM's is its next-token accuracy against the next-token unigram rate;
+        None for random init and XLNet. ELECTRA's masked LM is its
         generator's, so its check adds the generator at the positions whose input hides the
         original (`hidden_accuracy`, against `unigram`) and the discriminator against always
         answering "original". Cached in baselines.json."""
         spec = objectives.get(run.objective).masking
+        if "ltr" in objectives.get(run.objective).heads and run.steps:
+            return self._next_token_check(run)
         if spec is None or not run.steps:
             return None
         wd = self.pretrain(run)

@@ -4,7 +4,8 @@ JSON: {"table": T, "scale": S, "finetune": {"epochs", "learning_rate"} or null,
        "arms": {ARM: {TASK: {"median", "std", "n", "paper"}}},
        "baselines": {TASK: {"majority": m, "best_constant": c, "constant_answer": a}},
        "pretraining": {ARM: {"mlm_accuracy", "unigram", "context_free"}},   (masked-LM arms;
-           ELECTRA adds "hidden_accuracy", "discriminator_accuracy", "always_original")
+           ELECTRA adds "hidden_accuracy", "discriminator_accuracy", "always_original";
+           left-to-right LMs {"lm_accuracy", "unigram"})
        "intervals": {TASK: {"A - B": {"diff", "low", "high", "examples", "runs": [nA, nB]}}},
        "claims": [{"claim", "holds", "detail", "verdict", "interval"}],   (claims.py)
        "wiring_check": true | false}   (--quick: no claim is scored, the md says why)
@@ -93,14 +94,25 @@ def markdown(doc: dict) -> str:
         row = [f"{doc['baselines'][t][key]:.2f}" if t in doc["baselines"] else ""
                for t in tasks]  # fmt: skip
         lines.append(f"| {name} | " + " | ".join(row) + " |")
-    if doc.get("pretraining"):
+    masked = {a: r for a, r in doc.get("pretraining", {}).items() if "mlm_accuracy" in r}
+    if masked:
         lines += ["", "Held-out masked-LM accuracy after pretraining, against the context-free "
                   "predictor (the most frequent target at [MASK], the shown token elsewhere): "
                   "an arm not above it has not learned to use context.", "",
-                  "| arm | masked-LM accuracy | context-free | unigram |", "|---|---|---|---|"]
-        for arm, r in doc["pretraining"].items():
+                  "| arm | masked-LM accuracy | context-free | margin | unigram |",
+                  "|---|---|---|---|---|"]  # fmt: skip
+        for arm, r in masked.items():
+            margin = r["mlm_accuracy"] - r["context_free"]
             lines.append(f"| {arm} | {r['mlm_accuracy']:.4f} | {r['context_free']:.4f} | "
-                         f"{r['unigram']:.4f} |")  # fmt: skip
+                         f"{margin:+.4f} | {r['unigram']:.4f} |")  # fmt: skip
+    causal = {a: r for a, r in doc.get("pretraining", {}).items() if "lm_accuracy" in r}
+    if causal:
+        lines += ["", "Left-to-right LMs: held-out next-token accuracy against always answering "
+                  "the most frequent training token.", "",
+                  "| arm | next-token accuracy | unigram | margin |", "|---|---|---|---|"]
+        for arm, r in causal.items():
+            lines.append(f"| {arm} | {r['lm_accuracy']:.4f} | {r['unigram']:.4f} | "
+                         f"{r['lm_accuracy'] - r['unigram']:+.4f} |")  # fmt: skip
         electra = {a: r for a, r in doc["pretraining"].items() if "discriminator_accuracy" in r}
         if electra:
             lines += ["", "ELECTRA: its generator where the input hides the original ([MASK] or "

@@ -7,6 +7,7 @@ almost for free, so a model scores about `0.8 * unigram + 0.1` before it uses an
 `unigram_or_copy` is the bar that says it does.
 
     b = masked_lm_baselines(train_batches, eval_batches, mask_id)   # {"unigram", "unigram_or_copy"}
+    b = next_token_baselines(train_batches, eval_batches)           # {"unigram"}: LTR's bar
 
 Batches are dicts of numpy arrays in the shard schema (input_ids, masked_lm_positions,
 masked_lm_ids, masked_lm_weights), e.g. from `bert_jax.input.EvalInput`.
@@ -43,3 +44,28 @@ def masked_lm_baselines(
         total += float(np.sum(w_BxP))
     total = max(total, 1.0)
     return {"unigram": unigram / total, "unigram_or_copy": copy / total}
+
+
+def _next_tokens(b: dict) -> np.ndarray:
+    """The targets of a left-to-right LM: every real token after the first of a real row."""
+    real_BxL = b["input_mask"][:, 1:] > 0
+    if "example_mask" in b:
+        real_BxL = real_BxL & (b["example_mask"][:, None] > 0)
+    return b["input_ids"][:, 1:][real_BxL]
+
+
+def next_token_baselines(train_batches: Iterable[dict], eval_batches: Iterable[dict]) -> dict:
+    """Held-out next-token accuracy of always predicting the most frequent training target:
+    the bar a left-to-right LM must clear to have used its left context."""
+    counts: collections.Counter = collections.Counter()
+    for b in train_batches:
+        counts.update(_next_tokens(b).tolist())
+    if not counts:
+        raise ValueError("no next-token targets in the batches")
+    top = counts.most_common(1)[0][0]
+    hits = total = 0
+    for b in eval_batches:
+        targets = _next_tokens(b)
+        hits += int(np.sum(targets == top))
+        total += targets.size
+    return {"unigram": hits / max(total, 1)}
