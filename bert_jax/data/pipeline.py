@@ -77,14 +77,7 @@ def check_config(cfg: InstanceConfig, dupe_factor: int) -> None:
             f"--mask_prob={cfg.mask_prob} --random_prob={cfg.random_prob}: each must be in "
             "[0, 1] and their sum at most 1 (the rest of the selected tokens stay unchanged)"
         )
-    if cfg.pack_sequences < 1:
-        raise BertJaxError(f"--pack_sequences={cfg.pack_sequences}: must be >= 1")
-    if cfg.pack_sequences > 1 and not objectives.get(cfg.objective).packable:
-        packable = ", ".join(n for n in objectives.names() if objectives.get(n).packable)
-        raise BertJaxError(
-            f"--pack_sequences={cfg.pack_sequences}: objective {cfg.objective} does not train "
-            f"on packed rows (packable: {packable})"
-        )
+    objectives.check_pack_sequences(cfg.objective, cfg.pack_sequences, "--pack_sequences")
     wanted = round(cfg.max_seq_length * cfg.masked_lm_prob)
     if not cfg.dynamic_masking and cfg.max_predictions_per_seq < wanted:
         log.warning(

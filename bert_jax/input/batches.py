@@ -219,18 +219,6 @@ def restore_text(batch: dict[str, np.ndarray], where: str = "") -> None:
     batch["input_ids"] = input_ids
 
 
-def check_pack_sequences(objective: Objective, pack_sequences: int) -> int:
-    """`pack_sequences` of a reader: >= 1, and > 1 only for an objective trained on packed rows."""
-    if pack_sequences < 1:
-        raise BertJaxError(f"pack_sequences={pack_sequences}: must be >= 1")
-    if pack_sequences > 1 and not objective.packable:
-        raise BertJaxError(
-            f"pack_sequences={pack_sequences}: objective {objective.name} does not train on "
-            "packed rows"
-        )
-    return pack_sequences
-
-
 def finish_batch(
     parsed: dict[str, np.ndarray],
     objective: Objective,

@@ -75,7 +75,7 @@ class PretrainInput(grain.DatasetIterator):
         self.objective = objectives.get(objective)
         unmasked = batches.reads_unmasked_text(self.objective, dynamic_masking)
         # Packed shards (create-pretraining-data --pack_sequences=S): S instances per record.
-        self.pack_sequences = batches.check_pack_sequences(self.objective, pack_sequences)
+        self.pack_sequences = objectives.check_pack_sequences(self.objective.name, pack_sequences)
         schema = self.objective.shard_schema(
             max_seq_length, max_predictions_per_seq, not unmasked, pack_sequences
         )

@@ -81,7 +81,22 @@ def get(name: str) -> Objective | Seq2SeqObjective:
     raise BertJaxError(f"objective {name!r}: use one of {', '.join(known)}")
 
 
+def check_pack_sequences(name: str, pack_sequences: int, flag: str = "pack_sequences") -> int:
+    """`pack_sequences` >= 1, and > 1 only for an objective whose model reads packed rows (the
+    data pipeline's --pack_sequences, a reader's and a pretraining task's, one rule)."""
+    if pack_sequences < 1:
+        raise BertJaxError(f"{flag}={pack_sequences}: must be >= 1")
+    spec = get(name)
+    if pack_sequences > 1 and not getattr(spec, "packable", False):
+        packable = ", ".join(n for n in names() if REGISTRY[n].packable)
+        raise BertJaxError(
+            f"{flag}={pack_sequences}: objective {spec.name} does not train on packed rows "
+            f"(packable: {packable})"
+        )
+    return pack_sequences
+
+
 __all__ = [
     "PLANNED", "REGISTRY", "SEQ2SEQ", "Objective", "Seq2SeqObjective", "TokenMasking",
-    "data_flags", "get", "is_seq2seq", "names", "seq2seq_names",
+    "check_pack_sequences", "data_flags", "get", "is_seq2seq", "names", "seq2seq_names",
 ]  # fmt: skip

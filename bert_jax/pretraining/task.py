@@ -21,7 +21,6 @@ from bert_jax import families, objectives
 from bert_jax.config import BertConfig, preset
 from bert_jax.errors import BertJaxError
 from bert_jax.input import EvalInput, PretrainInput
-from bert_jax.input.batches import check_pack_sequences
 from bert_jax.model.electra import DEFAULT_GENERATOR_SIZE
 from bert_jax.model.families import get_family
 from bert_jax.objectives.masking import MaskingSpec
@@ -49,7 +48,7 @@ class PretrainingTask:
 
     def __post_init__(self) -> None:
         self.spec = objectives.get(self.objective)
-        check_pack_sequences(self.spec, self.pack_sequences)
+        objectives.check_pack_sequences(self.spec.name, self.pack_sequences)
         if self.spec.causal != self.bert_config.causal:
             # A bidirectional encoder would see the very token it is asked to predict.
             raise BertJaxError(
