@@ -11,7 +11,7 @@ import random
 import numpy as np
 
 from bert_jax.data.instances import Instance, InstanceConfig, Vocab
-from bert_jax.data.row_packing import assign_rows
+from bert_jax.data.row_packing import assign_rows, place_rows
 from bert_jax.objectives.base import TokenMasking
 from bert_jax.objectives.masking import MaskingSpec, mask_batch
 
@@ -39,28 +39,17 @@ def pack_rows(batch: dict, max_sequences: int, rng: random.Random) -> dict[str, 
     that record order does not follow length. Adds `pack_ids` [R, L] (1..S, 0 on padding);
     `lengths` becomes the row's real tokens, `labels` [R, S] (0 in an empty slot). Masking runs
     on the rows afterwards, at the same rate over their real tokens."""
-    ids_NxL, seg_NxL, lengths_N = batch["input_ids"], batch["segment_ids"], batch["lengths"]
-    rows = assign_rows(lengths_N, ids_NxL.shape[1], max_sequences)
+    lengths_N = batch["lengths"]
+    rows = assign_rows(lengths_N, batch["input_ids"].shape[1], max_sequences)
     rng.shuffle(rows)
-    r = len(rows)
-    out = {
-        "input_ids": np.zeros((r, ids_NxL.shape[1]), np.int64),
-        "segment_ids": np.zeros((r, ids_NxL.shape[1]), np.int64),
-        "pack_ids": np.zeros((r, ids_NxL.shape[1]), np.int64),
-        "lengths": np.zeros((r,), np.int64),
-        "labels": np.zeros((r, max_sequences), np.int64),
-    }
+    tokens = {k: batch[k] for k in ("input_ids", "segment_ids")}
+    out, pack_ids = place_rows(rows, lengths_N, tokens)
+    labels_RxS = np.zeros((len(rows), max_sequences), np.int64)
     for row, members in enumerate(rows):
-        start = 0
-        for slot, i in enumerate(members):
-            end = start + int(lengths_N[i])
-            out["input_ids"][row, start:end] = ids_NxL[i, : end - start]
-            out["segment_ids"][row, start:end] = seg_NxL[i, : end - start]
-            out["pack_ids"][row, start:end] = slot + 1
-            out["labels"][row, slot] = batch["labels"][i]
-            start = end
-        out["lengths"][row] = start
-    return out
+        labels_RxS[row, : len(members)] = batch["labels"][members]
+    lengths_R = np.array([int(lengths_N[m].sum()) for m in rows], np.int64)
+    pack_ids = pack_ids.astype(np.int64)
+    return {**out, "pack_ids": pack_ids, "lengths": lengths_R, "labels": labels_RxS}
 
 
 def masking_spec(vocab: Vocab, rule: TokenMasking, cfg: InstanceConfig) -> MaskingSpec:

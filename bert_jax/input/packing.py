@@ -5,8 +5,8 @@
 
 Packing happens here, in the input pipeline, after tokenization: a task featurises its examples
 padded as always (`[CLS] A [SEP] B [SEP]`, segment ids 0/1 per example), then the rows are packed.
-The pretraining TFRecord shards keep the reference schema (one padded instance per record); their
-NSP rows are already filled to max_seq_length except the short_seq_prob ones.
+Pretraining packs earlier, in the data pipeline (create-pretraining-data --pack_sequences), with
+the same row assignment and layout (`bert_jax.data.row_packing`).
 
 A packed row holds examples back to back from slot 0, `pack_ids` numbers them 1..S (0 on padding:
 `bert_jax.model.attention_core.AttentionMask.pack_BxL`), and each keeps its own segment ids. The
@@ -29,7 +29,7 @@ import dataclasses
 
 import numpy as np
 
-from bert_jax.data.row_packing import assign_rows
+from bert_jax.data.row_packing import assign_rows, place_rows
 from bert_jax.errors import BertJaxError
 
 __all__ = ["Packing", "assign_rows", "example_lengths", "pack_arrays", "unpack_sequences",
@@ -105,16 +105,7 @@ def pack_arrays(
     for r, row in enumerate(rows):
         index_RxS[r, : len(row)] = row
     packing = Packing(index_RxS, lengths_N, seq_len)
-    out = {k: np.zeros((len(rows), seq_len), arrays[k].dtype) for k in token_keys}
-    out["pack_ids"] = np.zeros((len(rows), seq_len), np.int32)
-    for r, row in enumerate(rows):
-        start = 0
-        for s, i in enumerate(row):
-            end = start + int(lengths_N[i])
-            for k in token_keys:
-                out[k][r, start:end] = arrays[k][i, : end - start]
-            out["pack_ids"][r, start:end] = s + 1
-            start = end
+    out, out["pack_ids"] = place_rows(rows, lengths_N, {k: arrays[k] for k in token_keys})
     for k, v in arrays.items():
         if k not in token_keys:
             out[k] = np.where(
