@@ -183,5 +183,13 @@ def test_pretrain_on_packed_shards(tmp_path, uncased_vocab):
 def test_packing_refused_where_the_model_reads_no_packed_rows(tmp_path, uncased_vocab):
     with pytest.raises(BertJaxError, match=r"--pack_sequences=4: objective ltr does not train"):
         _write(tmp_path, uncased_vocab, "ltr", SLOTS, objective="ltr")
+    with pytest.raises(BertJaxError, match=r"--pack_sequences=0: must be >= 1"):
+        _write(tmp_path, uncased_vocab, "zero", 0)
+    with pytest.raises(BertJaxError, match=r"pack_sequences=4: objective electra does not train "
+                                           r"on packed rows \(packable: mlm_nsp, "):  # fmt: skip
+        from bert_jax.config import preset
+        from bert_jax.pretraining.task import PretrainingTask
+
+        PretrainingTask(preset("L2-H128-A2"), 8, SEQ, PRED, objective="electra", pack_sequences=4)
     with pytest.raises(BertJaxError, match=r"--reference_compat writes one instance per record"):
         _write(tmp_path, uncased_vocab, "ref", SLOTS, reference_compat=True)
