@@ -99,26 +99,76 @@ def test_suite_is_deterministic_and_readable_by_the_task_readers(tmp_path):
     for a in sorted((tmp_path / "a").rglob("*.*")):
         assert a.read_bytes() == (tmp_path / "b" / a.relative_to(tmp_path / "a")).read_bytes()
     assert all(c["train"] > 50 and c["dev"] > 20 for c in counts.values()), counts
-    for kind in ("sst2", "mrpc"):
-        rows = glue.read_split(glue.get_spec(kind), str(tmp_path / "a" / kind), "train")
-        share = np.mean([r.label == "1" for r in rows])
-        assert 0.3 < share < 0.7, (kind, share)
+    doc_of = {" ".join(s.split()): d for d, doc in enumerate(docs) for s in doc}
+    index_of = {" ".join(s.split()): i for doc in docs for i, s in enumerate(doc)}
+    by_length: dict[int, list[list[str]]] = {}
+    for sentence in doc_of:
+        by_length.setdefault(len(sentence.split()), []).append(sentence.split())
+
+    def originals_of(words: list[str], keep: list[bool]) -> list[list[str]]:
+        """The corpus sentences that agree with `words` wherever `keep` says."""
+        found = [o for o in by_length[len(words)]
+                 if all(a == b for a, b, k in zip(o, words, keep, strict=True) if k)]  # fmt: skip
+        assert found, words
+        return found
+
+    def look(word: str) -> tuple[bool, str]:  # capitalised?, trailing punctuation
+        return word[:1].isupper(), word[len(word.rstrip(".,;:")) :]
+
+    # Word meaning: a swapped sentence differs from its original in one word, which keeps the
+    # original's ending, capitalisation and punctuation.
+    rows = glue.read_split(glue.get_spec("sst2"), str(tmp_path / "a" / "sst2"), "train")
+    assert 0.35 < np.mean([r.label == "1" for r in rows]) < 0.65
+    for r in rows:
+        words = r.text_a.split()
+        if r.label == "1":
+            assert r.text_a in doc_of
+            continue
+        assert r.text_a not in doc_of
+
+        def one_swap(original: list[str], words: list[str] = words) -> bool:
+            (i,) = [i for i, (a, b) in enumerate(zip(original, words, strict=True)) if a != b]
+            old, new = original[i], words[i]
+            return look(old) == look(new) and old[-2:].lower() == new[-2:].lower()
+
+        near = [o for o in by_length[len(words)]
+                if sum(a != b for a, b in zip(o, words, strict=True)) == 1]  # fmt: skip
+        assert any(one_swap(o) for o in near), r.text_a
+    # Pairs share a content word; same document (never adjacent) or two documents.
+    rows = glue.read_split(glue.get_spec("mrpc"), str(tmp_path / "a" / "mrpc"), "train")
+    assert 0.35 < np.mean([r.label == "1" for r in rows]) < 0.65
+    for r in rows:
+        a, b = r.text_a, r.text_b
+        assert {suite._word_key(w) for w in a.split()} & {suite._word_key(w) for w in b.split()}
+        assert (doc_of[a] == doc_of[b]) == (r.label == "1")
+        if r.label == "1":
+            assert abs(index_of[a] - index_of[b]) >= 2
+    # Replaced words look like the words they replace.
     sentences = ner.read_conll(str(tmp_path / "a" / "conll" / "train.txt"))
     tagged = sum(t == "B-MISC" for s in sentences for t in s.tags)
     assert 0.5 * len(sentences) < tagged < 1.5 * len(sentences)
+    for s in sentences:
+        assert any(
+            all(t == "O" or (look(a) == look(b) and a != b)
+                for a, b, t in zip(o, s.words, s.tags, strict=True))
+            for o in originals_of(s.words, [t == "O" for t in s.tags])
+        ), s.words  # fmt: skip
+    # The cloze: every answer stands before the blanked sentence that ends the context.
     data = squad.load_dataset(str(tmp_path / "a" / "squad" / "dev-v1.1.json"))
-    sentences_lower = {" ".join(s.split()).lower() for doc in docs for s in doc}
+    sentences_lower = {s.lower() for s in doc_of}
     for article in data:
         for p in article["paragraphs"]:
-            for qa in p["qas"]:  # every occurrence of the blanked word is an answer
-                texts = {a["text"].lower() for a in qa["answers"]}
-                blanks = [w for w in qa["question"].split() if w.rstrip(".,;:") == "_"]
-                assert len(texts) == 1 and len(blanks) == 1
-                for ans in qa["answers"]:
-                    start = ans["answer_start"]
-                    assert p["context"][start : start + len(ans["text"])] == ans["text"]
-                filled = qa["question"].replace("_", texts.pop(), 1).lower()
-                assert filled in sentences_lower and filled not in p["context"].lower()
+            (qa,) = p["qas"]
+            assert qa["question"] == suite.QUESTION
+            texts = {a["text"].lower() for a in qa["answers"]}
+            blank = p["context"].rindex(" _")
+            assert len(texts) == 1 and p["context"].count("_") == 1
+            for ans in qa["answers"]:
+                start = ans["answer_start"]
+                assert p["context"][start : start + len(ans["text"])] == ans["text"]
+                assert start + len(ans["text"]) < blank
+            filled = (p["context"][: blank + 1] + texts.pop() + p["context"][blank + 2 :]).lower()
+            assert any(filled.endswith(s) for s in sentences_lower), filled
 
 
 @pytest.mark.slow  # tables 5, fig5, 6 and nsp_sop end to end: about 3 min on 2 idle cores

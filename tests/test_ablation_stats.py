@@ -111,6 +111,26 @@ def test_claims_read_verdicts_off_the_intervals():
     assert report.tally(claims.check(doc)) == "2 hold, 3 do not hold, 1 reversed"
 
 
+def test_calibration_sets_aside_the_claims_on_tasks_without_range():
+    from bert_jax.ablations.tables import calibration
+    from bert_jax.ablations.tables.compare import NOT_USED, RANDOM_INIT
+
+    ceiling = calibration.CEILING
+    cal = _doc("calibration", {a: {"sst2": [70.0], "mrpc": [55.0]} for a in (RANDOM_INIT, ceiling)},
+               {"sst2": {pair_key(ceiling, RANDOM_INIT): _d(12.0, 20.0)},
+                "mrpc": {pair_key(ceiling, RANDOM_INIT): _d(4.0, 13.0)}})  # fmt: skip
+    got = {c["claim"].split(":")[0]: c for c in claims.check(cal)}
+    assert got["sst2"]["holds"] and not got["mrpc"]["holds"]  # diff 16 and 8.5 against 10
+    assert calibration.uncalibrated({**cal, "claims": claims.check(cal)}) == ["mrpc"]
+    cells = {a: {"sst2": [60.0], "mrpc": [60.0]} for a in ("No NSP", "LTR & No NSP", RANDOM_INIT)}
+    both = {t: {pair_key("No NSP", "LTR & No NSP"): _d(1.0, 4.0)} for t in ("sst2", "mrpc")}
+    table5 = {**_doc("5", cells, both), "uncalibrated": ["mrpc"]}
+    verdicts = {c["claim"]: c["verdict"] for c in claims.check(table5) if "verdict" in c}
+    assert verdicts["MLM (No NSP) beats LTR & No NSP on mrpc"] == NOT_USED
+    assert verdicts["No NSP beats random init on mrpc"] == NOT_USED
+    assert not any(v == NOT_USED for c, v in verdicts.items() if "sst2" in c)
+
+
 def test_next_token_bar_counts_real_targets_after_the_first():
     from bert_jax.objectives.baselines import next_token_baselines
 

@@ -79,6 +79,9 @@ class _StandIn:
     def intrinsic(self, arm, task) -> float:
         return 50.0
 
+    def learning_rate(self, arm, task) -> float:
+        return 1e-4
+
     def task_dir(self, kind) -> str:
         return kind
 

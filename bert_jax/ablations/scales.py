@@ -30,12 +30,15 @@ class Scale:
     suite_train: int  # built-in downstream tasks: examples per train / dev split
     suite_dev: int
     finetune_epochs: float
-    finetune_lr: float
+    finetune_lr: float  # the fine-tuning learning rate, unless finetune_lrs chooses one
     finetune_batch: int
     lstm_size: int  # "+ BiLSTM" and feature-based NER
     sizes: tuple[tuple[int, int, int], ...]  # Table 6 (L, H, A)
     eval_steps: int  # held-out pretraining batches (perplexity, NSP/SOP)
     seeds: int = 5  # fine-tuning seeds per pretraining run
+    # Candidate fine-tuning rates: each arm's, per task, is chosen on a slice of train
+    # (bert_jax.ablations.lr_choice), never on dev; () = finetune_lr for every arm.
+    finetune_lrs: tuple[float, ...] = ()
     # Pretraining runs per arm (seeds 0..N-1): intervals then cover pretraining variance too.
     pretrain_seeds: int = 1
     # Fine-tuning dropout (hidden and attention), the paper's 0.1 whatever the pretraining's.
@@ -63,9 +66,9 @@ SCALES = {
     "cpu": Scale(
         "cpu", "L2-H128-A2", steps=6000, seq=128, predictions=20, batch=32, learning_rate=1e-3,
         warmup=300, vocab_size=4000, corpus_bytes=3_000_000, dupe_factor=5, suite_train=2000,
-        suite_dev=500, finetune_epochs=10.0, finetune_lr=3e-4, finetune_batch=32, lstm_size=128,
+        suite_dev=2000, finetune_epochs=10.0, finetune_lr=3e-4, finetune_batch=32, lstm_size=128,
         sizes=((1, 128, 2), (2, 128, 1), (2, 128, 2), (4, 128, 2), (4, 192, 3), (8, 192, 3)),
-        eval_steps=20, seeds=5, dropout=0.0, pretrain_seeds=2,
+        eval_steps=20, seeds=5, dropout=0.0, pretrain_seeds=2, finetune_lrs=(3e-4, 1e-4, 5e-5),
     ),
     # BERT-small (L4-H512-A8): 3.07e12 training FLOPs per step of 256 x 128 tokens, so 100k steps
     # are 3.1e17 per arm and 3.3e9 tokens: a corpus of about 1e9 tokens (4 GB of text) is seen
@@ -77,6 +80,7 @@ SCALES = {
         finetune_batch=32, lstm_size=256,
         sizes=((2, 256, 4), (4, 256, 4), (4, 512, 8), (8, 512, 8)), eval_steps=100, seeds=3,
         pretrain_seeds=2, dtype="bfloat16", warn_repetition=4.0, max_repetition=20.0,
+        finetune_lrs=(3e-4, 1e-4, 5e-5),
     ),
     "tpu": Scale(
         "tpu", "L12-H768-A12", steps=900_000, seq=128, predictions=20, batch=256,

@@ -1,24 +1,31 @@
 """The offline downstream suite: four tasks built from real English text (the embedded corpus's
 held-out documents), one of each kind the paper fine-tunes on, written in the layouts the
 fine-tuning tasks already read, so `bert-jax finetune` and the ablation harness use them as they
-would use GLUE, CoNLL-2003 or SQuAD.
+would use GLUE, CoNLL-2003 or SQuAD. The kinds keep the layouts' names; the tasks are these
+(suite version 3):
 
-  sst2   single sentence (SST-2 layout): is the sentence in its written word order (1), or were
-         four consecutive words shuffled (0)?  Balanced classes.
-  mrpc   sentence pair (MRPC layout): is sentence 2 the sentence that follows sentence 1 in its
-         document (1), or a sentence of another document (0)?  Balanced classes.
+  sst2   single sentence (SST-2 layout), word meaning: does every word belong (1), or was one
+         content word swapped (0) for a word of another document with the same ending (its last
+         two letters, so mostly the same part of speech: "arrays" -> "threads") and the same
+         capitalisation and punctuation?  The sentence stays grammatical; only its meaning
+         tells. Balanced classes; only sentences that have a word to swap are used.
+  mrpc   sentence pair (MRPC layout), not next-sentence prediction: two sentences that share a
+         content word; are they from the same document (1, never adjacent sentences) or from
+         two documents (0)?  Like word-in-context: the shared word is in both, so only what
+         surrounds it tells. Balanced classes.
   conll  token tagging (CoNLL layout): words replaced by a random word of the suite's vocabulary
          (drawn by corpus frequency) are tagged B-MISC, the rest O; 0, 1 or 2 per sentence.
-  squad  span extraction (SQuAD v1.1 layout), a cloze in the manner of the Children's Book Test:
-         the context is the up to four sentences before a sentence of a document (at most 60
-         words); a question is that sentence with one word replaced by "_" (up to two questions,
-         blanking different words, per sentence), a word that also stands in the context and is
-         not one of the documents' 100 most common words; the answers are its occurrences in the
-         context. Which context word fills the blank is a question about the language, not
-         about matching the question's words against the context: suite version 1 asked for
-         words cut out of a context sentence, a string alignment that no 2-layer model learned
-         from its 815 examples (F1 under 10 for every arm, random init's "lead" an artefact of
-         partial credit for long spans).
+         A replacement keeps the replaced word's capitalisation and trailing punctuation
+         (version 2 dropped both: a replaced last word lost its period, a cue on its own).
+  squad  span extraction (SQuAD v1.1 layout), a cloze whose answer stands to the left of the
+         blank: the context is up to four sentences of a document ending with one whose word
+         is replaced by "_" (at most 60 words), a word that also stands in the sentences
+         before it and is not one of the documents' 100 most common words; the answers are
+         its occurrences there. The question is the same for every example, so which word
+         fills the blank can only be read from the blanked sentence, to the right of every
+         answer: a left-to-right encoder scores each candidate before it has seen the blank.
+         (Version 2 blanked the question, which precedes the context, so a left-to-right model
+         saw everything it needed.)
 
 Train and dev examples come from different documents. Everything is a function of the documents
 and `seed` (Python's `random.Random`), so a suite is the same on every machine that yields the
@@ -38,7 +45,7 @@ from etils import epath
 from bert_jax.atomic_write import write_text_atomic
 
 KINDS = ("sst2", "mrpc", "conll", "squad")
-VERSION = 2  # of the constructions below; a workdir records it, so a change is not mixed in
+VERSION = 3  # of the constructions below; a workdir records it, so a change is not mixed in
 _CONTEXT_WORDS = 60  # with the question, one 128-piece window holds the whole context
 _COMMON_WORDS = 100
 _QUESTIONS_PER_SENTENCE = 2  # blanking different words, as SQuAD asks several per paragraph
@@ -53,45 +60,90 @@ def _plain(sentence: str, lo: int = 6, hi: int = 30) -> list[str] | None:
     return None
 
 
-def _word_order(docs, n: int, rng: random.Random) -> list[tuple[str, int]]:
-    rows = []
-    for doc in docs:
-        for sent in doc:
-            words = _plain(sent)
-            if words is None or len(rows) >= n:
-                continue
-            label = 1
-            if rng.random() < 0.5:
-                start = rng.randrange(len(words) - 3)
-                window = words[start : start + 4]
-                if len(set(window)) > 1:
-                    shuffled = window[:]
-                    while shuffled == window:
-                        rng.shuffle(shuffled)
-                    words, label = words[:start] + shuffled + words[start + 4 :], 0
-            rows.append((" ".join(words), label))
-    return rows
-
-
-def _continuation(docs, n: int, rng: random.Random) -> list[tuple[str, str, int]]:
-    pool = [s for doc in docs for s in doc if _plain(s, 4, 40)]
-    rows = []
-    for doc in docs:
-        for a, b in zip(doc, doc[1:], strict=False):
-            if len(rows) >= n or not (_plain(a, 4, 40) and _plain(b, 4, 40)):
-                continue
-            if rng.random() < 0.5:
-                rows.append((a, b, 1))
-            else:
-                other = rng.choice(pool)
-                if other not in doc:
-                    rows.append((a, other, 0))
-    return rows
-
-
 def _word_key(word: str) -> str:
     """A word as the suite compares words: lower case, without trailing or leading .,;:"""
     return word.lower().strip(".,;:")
+
+
+def _content_keys(words: list[str], common: frozenset[str], shortest: int) -> list[str]:
+    """The sentence's distinct content words: alphabetic, not among the common words."""
+    keys = (_word_key(w) for w in words)
+    return sorted({k for k in keys if k.isalpha() and len(k) >= shortest and k not in common})
+
+
+def _dressed_as(new: str, old: str) -> str:
+    """`new` with `old`'s capitalisation and trailing punctuation, so neither marks a swap."""
+    punct = old[len(old.rstrip(".,;:")) :]
+    if old[:1].isupper():
+        new = new[:1].upper() + new[1:]
+    return new + punct
+
+
+def _swapped_word(docs, n: int, rng: random.Random, common: frozenset[str]) -> list[tuple]:
+    in_doc = [{_word_key(w) for s in doc for w in s.split()} for doc in docs]
+    counts = collections.Counter(
+        k for doc in docs for s in doc if (w := _plain(s)) for k in _content_keys(w, common, 4)
+    )
+    by_ending: dict[str, list[str]] = collections.defaultdict(list)
+    for key in sorted(counts):
+        by_ending[key[-2:]].append(key)
+
+    def swap(key: str, d: int) -> str | None:
+        keys = by_ending[key[-2:]]
+        for new in rng.choices(keys, [counts[k] for k in keys], k=20):
+            if new not in in_doc[d]:
+                return new
+        return None
+
+    rows = []
+    for d, doc in enumerate(docs):
+        for sent in doc:
+            words = _plain(sent)
+            if len(rows) >= n or words is None:
+                continue
+            spots = [i for i, w in enumerate(words) if _word_key(w) in counts]
+            if not spots:
+                continue  # either label needs a word that could be swapped
+            if rng.random() < 0.5:
+                rows.append((" ".join(words), 1))
+                continue
+            rng.shuffle(spots)
+            for i in spots:
+                if (new := swap(_word_key(words[i]), d)) is not None:
+                    swapped = [*words[:i], _dressed_as(new, words[i]), *words[i + 1 :]]
+                    rows.append((" ".join(swapped), 0))
+                    break
+    return rows
+
+
+def _shared_word_pairs(docs, n: int, rng: random.Random, common: frozenset[str]) -> list[tuple]:
+    """Pairs of sentences that occur once in `docs` and share a content word."""
+    seen = collections.Counter(" ".join(s.split()) for doc in docs for s in doc)
+    sentences = [[(i, w) for i, s in enumerate(doc) if (w := _plain(s, 4, 40))
+                  and seen[" ".join(w)] == 1] for doc in docs]  # fmt: skip
+    where: dict[str, list[tuple[int, int, str]]] = collections.defaultdict(list)
+    for d, sents in enumerate(sentences):
+        for i, words in sents:
+            for key in _content_keys(words, common, 3):
+                where[key].append((d, i, " ".join(words)))
+    rows, used = [], set()
+    for d, sents in enumerate(sentences):
+        for i, words in sents:
+            if len(rows) >= n:
+                return rows
+            keys = _content_keys(words, common, 3)
+            rng.shuffle(keys)
+            for key in keys:
+                same = [s for dd, j, s in where[key] if dd == d and abs(j - i) >= 2]
+                other = [s for dd, _, s in where[key] if dd != d]
+                if same and other:  # both labels possible for this word: it tells nothing
+                    label = int(rng.random() < 0.5)
+                    second = rng.choice(same if label else other)
+                    if (first := " ".join(words), second) not in used:
+                        used.add((first, second))
+                        rows.append((first, second, label))
+                    break
+    return rows
 
 
 def _replaced_words(docs, n: int, rng: random.Random) -> list[list[tuple[str, str]]]:
@@ -108,19 +160,23 @@ def _replaced_words(docs, n: int, rng: random.Random) -> list[list[tuple[str, st
                 new = word
                 while _word_key(new) == _word_key(word):
                     new = rng.choices(vocab, weights)[0]
-                tagged.append((new, "B-MISC"))
+                tagged.append((_dressed_as(new, word), "B-MISC"))
             else:
                 tagged.append((word, "O"))
         out.append(tagged)
     return out
 
 
-def _context_cloze(
+QUESTION = "Which word of the passage fills the blank _ ?"
+
+
+def _cloze_after_context(
     docs, n: int, rng: random.Random, prefix: str, common: frozenset[str]
 ) -> list[dict]:
-    """Up to two questions per plain sentence after a context of at most `_CONTEXT_WORDS` words:
-    the sentence with one word blanked, a word that also stands in the context and is not among
-    the documents' most common words (`common`). Every occurrence in the context is an answer."""
+    """Up to two questions per plain sentence that ends a context of at most `_CONTEXT_WORDS`
+    words: in the context, one word of that sentence is blanked, a word that also stands in
+    the sentences before it and is not among the documents' most common words (`common`).
+    Every occurrence before the blank is an answer."""
     articles, count = [], 0
     for d, doc in enumerate(docs):
         paragraphs = []
@@ -128,32 +184,32 @@ def _context_cloze(
             words = _plain(doc[j], 6, 25)
             if count >= n or words is None:
                 continue
-            sents = doc[max(0, j - 4) : j]
-            while len(sents) > 1 and len(" ".join(sents).split()) > _CONTEXT_WORDS:
+            sents = doc[max(0, j - 3) : j]
+            while len(sents) > 1 and len(" ".join([*sents, doc[j]]).split()) > _CONTEXT_WORDS:
                 sents = sents[1:]
-            context = " ".join(" ".join(s.split()) for s in sents)
-            if len(context.split()) > _CONTEXT_WORDS or " ".join(words).lower() in context.lower():
-                continue  # too long, or a repeated sentence: the blank would be copied
+            before = " ".join(" ".join(s.split()) for s in sents)
+            if len(before.split()) + len(words) > _CONTEXT_WORDS:
+                continue
+            if " ".join(words).lower() in before.lower() or "_" in before:
+                continue  # a repeated sentence (the blank would be copied), or a second "_"
             found = {}
             for i, word in enumerate(words):
                 key = _word_key(word)
                 if key in common or key in found or len(key) < 2:
                     continue
-                spots = list(re.finditer(rf"(?<![\w'-]){re.escape(key)}(?![\w'-])", context, re.I))
+                spots = list(re.finditer(rf"(?<![\w'-]){re.escape(key)}(?![\w'-])", before, re.I))
                 if spots:
                     found[key] = (i, spots)
-            if not found:
-                continue
-            qas = []
-            asked = min(_QUESTIONS_PER_SENTENCE, len(found), n - count)
-            for key in rng.sample(sorted(found), asked):
+            for key in rng.sample(sorted(found), min(_QUESTIONS_PER_SENTENCE, len(found))):
+                if count >= n:
+                    break
                 i, spots = found[key]
                 punct = words[i][len(words[i].rstrip(".,;:")) :]  # the blank keeps it: "_."
-                question = " ".join([*words[:i], "_" + punct, *words[i + 1 :]])
+                blanked = " ".join([*words[:i], "_" + punct, *words[i + 1 :]])
                 answers = [{"text": m.group(0), "answer_start": m.start()} for m in spots]
-                qas.append({"id": f"{prefix}-{count}", "question": question, "answers": answers})
+                qa = {"id": f"{prefix}-{count}", "question": QUESTION, "answers": answers}
+                paragraphs.append({"context": f"{before} {blanked}", "qas": [qa]})
                 count += 1
-            paragraphs.append({"context": context, "qas": qas})
         if paragraphs:
             articles.append({"title": f"{prefix}-doc{d}", "paragraphs": paragraphs})
     return articles
@@ -188,10 +244,10 @@ def build_suite(
     words = collections.Counter(_word_key(w) for doc in documents for s in doc for w in s.split())
     common = frozenset(w for w, _ in words.most_common(_COMMON_WORDS))
     makers = {
-        "sst2": _word_order,
-        "mrpc": _continuation,
+        "sst2": lambda docs, n, rng: _swapped_word(docs, n, rng, common),
+        "mrpc": lambda docs, n, rng: _shared_word_pairs(docs, n, rng, common),
         "conll": _replaced_words,
-        "squad": lambda docs, n, rng, split: _context_cloze(docs, n, rng, split, common),
+        "squad": lambda docs, n, rng, split: _cloze_after_context(docs, n, rng, split, common),
     }
     counts: dict[str, dict[str, int]] = {}
     for kind in KINDS:

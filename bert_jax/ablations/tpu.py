@@ -116,6 +116,9 @@ def plan(
     table: str, scale: Scale, workdir: str, topology: str, tpu_name: str, tasks: dict[str, str]
 ) -> dict:
     arms = tables.get(table).arms(scale)
+    if any(arm.pretrain.checkpoint for arm in arms):
+        raise BertJaxError(f"--table {table} fine-tunes a released model on the built-in suite: "
+                           "run it at --scale cpu, or host without --topology")  # fmt: skip
     data = f"{workdir}/data"
     on_tpu = f"python tpu_setup/tpu.py run --name {shlex.quote(tpu_name or 'TPU_NAME')} --"
     lines = ["#!/usr/bin/env bash", f"# bert-jax ablate --table {table} --scale tpu", "set -eu",

@@ -10,11 +10,12 @@ Adding a table is one new module declaring `TABLE` plus its line in `_TABLES`.
 
 from __future__ import annotations
 
-from bert_jax.ablations.tables import electra, fig5, nsp_sop, table5, table6, table8
+from bert_jax.ablations.tables import calibration, electra, fig5, nsp_sop, table5, table6, table8
 from bert_jax.ablations.tables.base import INTRINSIC, Arm, Pretrain, Table
 
 # The order of `--table`'s values and of `bert-jax ablate --help`.
-_TABLES = (table5.TABLE, table6.TABLE, table8.TABLE, fig5.TABLE, nsp_sop.TABLE, electra.TABLE)
+_TABLES = (table5.TABLE, table6.TABLE, table8.TABLE, fig5.TABLE, nsp_sop.TABLE, electra.TABLE,
+           calibration.TABLE)  # fmt: skip
 _BY_NAME = {t.name: t for t in _TABLES}
 
 __all__ = ["INTRINSIC", "Arm", "Pretrain", "Table", "get", "names"]

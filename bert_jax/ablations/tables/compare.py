@@ -55,12 +55,27 @@ def judged(claim: str, d: dict, effect: float | None, prefix: str) -> Claim:
             "interval": [d["low"], d["high"]], "detail": detail}  # fmt: skip
 
 
+NOT_USED = "not used: the task is uncalibrated"
+
+
+def not_used(doc: dict, task: str, claim: str) -> Claim:
+    """The claim set aside when the workdir's calibration table found `task`'s ceiling too
+    close to its floor (tables/calibration.py); else None."""
+    if task.removesuffix("_feature") not in doc.get("uncalibrated", ()):
+        return None
+    why = (f"{task}: the pretrained ceiling is too close to random init at this budget for "
+           "the task to show pretraining's effects (calibration.md)")
+    return {"claim": claim, "holds": False, "verdict": NOT_USED, "detail": why}
+
+
 def beats(doc: dict, winner: str, loser: str, task: str, claim: str, by_std: bool) -> Claim:
     """`winner` ahead of `loser` on `task`: by its interval when the document has one, else
     by the medians (by more than 3x the larger seed std if `by_std`)."""
     a, b = cell(doc, winner, task), cell(doc, loser, task)
     if a is None or b is None:
         return None
+    if (unused := not_used(doc, task, claim.removesuffix(" by more than 3x the seed std"))):
+        return unused
     medians = f"{a['median']:.2f} vs {b['median']:.2f}"
     if (d := interval(doc, winner, loser, task)) is not None:
         return judged(claim.removesuffix(" by more than 3x the seed std"), d,

@@ -9,7 +9,13 @@ from collections.abc import Iterator
 from bert_jax.ablations import stats
 from bert_jax.ablations.scales import Scale
 from bert_jax.ablations.tables.base import Arm, Claim, Pretrain, Table
-from bert_jax.ablations.tables.compare import RANDOM_INIT, cell, interval, over_random_init
+from bert_jax.ablations.tables.compare import (
+    RANDOM_INIT,
+    cell,
+    interval,
+    not_used,
+    over_random_init,
+)
 
 MIXES = ("80/10/10", "100/0/0", "80/0/20", "80/20/0", "0/20/80", "0/0/100")
 
@@ -60,6 +66,9 @@ def claims(doc: dict) -> Iterator[Claim]:
         if len(cells) < 2:
             continue
         having = [a for a in mixes if cell(doc, a, task) is not None]
+        if (unused := not_used(doc, task, f"the masking mixes agree on {task}")) is not None:
+            yield unused
+            continue
         if (judged := _agree_by_intervals(doc, task, having)) is not None:
             yield judged
             continue

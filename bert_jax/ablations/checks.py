@@ -1,0 +1,112 @@
+"""What a pretraining run learned, scored on the model itself: held-out masked-LM perplexity
+and the sentence heads' accuracy (the intrinsic tasks), and each run against its no-context bar
+(masked LM: the context-free predictor; left-to-right LM: the next-token unigram rate; ELECTRA:
+its generator where the input hides the original, and its discriminator against always
+"original"). The bars are computed once per run and kept in its baselines.json."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import math
+from typing import TYPE_CHECKING
+
+import jax
+
+from bert_jax import families, objectives
+from bert_jax.ablations.tables import Arm, Pretrain
+from bert_jax.atomic_write import write_json_atomic
+from bert_jax.checkpoint import restore_params
+from bert_jax.interop import graft_encoder
+from bert_jax.pretraining.task import bert_config_from, pretraining_task
+from bert_jax.train import build_trainer, make_mesh
+
+if TYPE_CHECKING:
+    from bert_jax.ablations.harness import Harness
+
+
+def intrinsic(h: Harness, arm: Arm, task: str) -> float:
+    """`mlm_ppl`: exp of the held-out masked-LM loss; `nsp` / `sop`: accuracy x 100 of the
+    model's own sentence head on held-out NSP / SOP pairs (a model pretrained without one
+    gets a freshly initialised head: chance by construction, as ALBERT's "none" row)."""
+    wd = h.pretrain(arm.pretrain)
+    if task == "mlm_ppl":
+        final = json.loads((wd / "done.json").read_text())
+        return math.exp(final["eval_masked_lm_loss"])
+    objective = {"nsp": "mlm_nsp", "sop": "mlm_sop"}[task]
+    cfg = h.pretrain_config(dataclasses.replace(arm.pretrain, objective=objective))
+    bert_config, params = restore_params(str(wd))
+    eval_task = pretraining_task(cfg, bert_config)
+    trainer = build_trainer(cfg, eval_task, make_mesh(cfg.mesh, jax.devices()[:1]))
+    fresh = trainer.init_state().params
+    metrics = eval_task.evaluate(trainer, graft_encoder(fresh, params))
+    head = objectives.get(objective).sentence_head
+    return 100.0 * metrics[f"{head}_accuracy"]
+
+def _next_token_check(h: Harness, run: Pretrain) -> dict:
+    """A left-to-right LM's held-out next-token accuracy against always answering the most
+    frequent training token (`bert_jax.objectives.baselines.next_token_baselines`)."""
+    from bert_jax.input import EvalInput
+    from bert_jax.objectives.baselines import next_token_baselines
+
+    wd = h.pretrain(run)
+    cached = wd / "baselines.json"
+    if not cached.exists():
+        c = h.pretrain_config(run)
+
+        def batches(files: str, n: int):
+            data = EvalInput(files, c.global_batch_size, c.max_seq_length,
+                             c.max_predictions_per_seq, objective=c.objective)  # fmt: skip
+            return itertools.islice(iter(data), n)
+
+        base = next_token_baselines(batches(c.train_files, 200),
+                                    batches(c.eval_files, c.max_eval_steps))  # fmt: skip
+        write_json_atomic(cached, base, sort_keys=True)
+    final = json.loads((wd / "done.json").read_text())
+    return {"lm_accuracy": final["eval_lm_accuracy"],
+            "unigram": json.loads(cached.read_text())["unigram"]}  # fmt: skip
+
+def masked_lm_check(h: Harness, run: Pretrain) -> dict | None:
+    """A masked-LM run's held-out accuracy next to the context-free predictors' on the same
+    masks (bert_jax.objectives.baselines): above `context_free`, the model uses context.
+    A left-to-right LM's is its next-token accuracy against the next-token unigram rate;
+    None for random init and XLNet. ELECTRA's masked LM is its
+    generator's, so its check adds the generator at the positions whose input hides the
+    original (`hidden_accuracy`, against `unigram`) and the discriminator against always
+    answering "original". Cached in baselines.json."""
+    spec = objectives.get(run.objective).masking
+    if "ltr" in objectives.get(run.objective).heads and run.steps:
+        return _next_token_check(h, run)
+    if spec is None or not run.steps:
+        return None
+    wd = h.pretrain(run)
+    cached = wd / "baselines.json"
+    if not cached.exists():
+        from bert_jax.input import EvalInput
+        from bert_jax.objectives.baselines import masked_lm_baselines
+
+        c = h.pretrain_config(run)
+        masking = pretraining_task(c, bert_config_from(c)).dynamic_masking
+
+        def batches(files: str, n: int):  # the eval's masks: same seed, same examples
+            data = EvalInput(files, c.global_batch_size, c.max_seq_length,
+                             c.max_predictions_per_seq, dynamic_masking=masking, seed=c.seed,
+                             objective=c.objective)  # fmt: skip
+            return itertools.islice(iter(data), n)
+
+        base = masked_lm_baselines(batches(c.train_files, 200),
+                                   batches(c.eval_files, c.max_eval_steps), masking.mask_id)
+        write_json_atomic(cached, base, sort_keys=True)
+    base = json.loads(cached.read_text())
+    final = json.loads((wd / "done.json").read_text())
+    check = {"mlm_accuracy": final["eval_masked_lm_accuracy"], "unigram": base["unigram"],
+             "context_free": base["unigram_or_copy"]}  # fmt: skip
+    if not families.for_objective(run.objective).masked_lm_is_the_model:  # ELECTRA
+        check.update(
+            hidden_accuracy=final.get("eval_masked_lm_hidden_accuracy"),
+            discriminator_accuracy=final["eval_replaced_token_accuracy"],
+            always_original=final["eval_replaced_token_baseline"],
+        )
+    return check
+

