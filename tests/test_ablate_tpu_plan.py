@@ -34,7 +34,7 @@ def test_tpu_plan_fit_checks_every_run_of_every_table_and_writes_the_launch_scri
             # 512 tokens and 80 predictions need more memory than 128 and 20
             assert run["fit"]["phase2"]["required_gib"] > run["fit"]["phase1"]["required_gib"]
     assert sorted(docs["8"]["runs"]) == sorted(
-        [f"mlm_nsp-L1-H64-A2-{m.replace('/', '.')}-s900000" for m in table8.MIXES]
+        [f"mlm-L1-H64-A2-{m.replace('/', '.')}-s900000" for m in table8.MIXES]
         + ["random-L1-H64-A2-mlm_nsp"]
     )
     # the six masking mixes are one program: compiled once, not six times
@@ -67,10 +67,10 @@ def test_tpu_plan_fit_checks_every_run_of_every_table_and_writes_the_launch_scri
     # Figure 5: each point fine-tunes phase 1's checkpoint of its step, into its own directory
     fig5 = [line for line in (tmp_path / "plan" / "fig5.sh").read_text().splitlines()
             if " bert-jax finetune " in line]  # fmt: skip
-    mlm = f"{tmp_path}/pretrain/mlm_nsp-L1-H64-A2-80.10.10-s900000"
+    mlm = f"{tmp_path}/pretrain/mlm-L1-H64-A2-80.10.10-s900000"
     out = f"{mlm.replace('pretrain', 'finetune')}@450000/mrpc/e3-lr5e-05-d0.1"
     assert f"--workdir {out} " in "\n".join(fig5)
-    at_450k = [line for line in fig5 if "@450000/" in line and "/mlm_nsp-" in line]
+    at_450k = [line for line in fig5 if "@450000/" in line and "/mlm-" in line]
     assert len(at_450k) == 1 and f"--config.init_checkpoint={mlm}-p1 " in at_450k[0]
     assert "--config.init_checkpoint_step=450000" in at_450k[0]
     assert len({line.split(" --workdir ")[1].split()[0] for line in fig5}) == len(fig5) == 9

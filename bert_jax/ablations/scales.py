@@ -25,7 +25,7 @@ class Scale:
     learning_rate: float
     warmup: int
     vocab_size: int
-    corpus_bytes: int  # pretraining text taken from the corpus
+    corpus_bytes: int  # pretraining text taken from the corpus (0: all but the held-out part)
     dupe_factor: int
     suite_train: int  # built-in downstream tasks: examples per train / dev split
     suite_dev: int
@@ -64,8 +64,8 @@ SCALES = {
         finetune_dropout=0.0,
     ),
     "cpu": Scale(
-        "cpu", "L2-H128-A2", steps=6000, seq=128, predictions=20, batch=32, learning_rate=1e-3,
-        warmup=300, vocab_size=4000, corpus_bytes=3_000_000, dupe_factor=5, suite_train=2000,
+        "cpu", "L2-H128-A2", steps=10_000, seq=128, predictions=20, batch=32, learning_rate=1e-3,
+        warmup=300, vocab_size=4000, corpus_bytes=0, dupe_factor=5, suite_train=2000,
         suite_dev=2000, finetune_epochs=3.0, finetune_lr=3e-4, finetune_batch=32, lstm_size=128,
         sizes=((1, 128, 2), (2, 128, 1), (2, 128, 2), (4, 128, 2), (4, 192, 3), (8, 192, 3)),
         eval_steps=20, seeds=5, dropout=0.0, pretrain_seeds=2, finetune_lrs=(3e-4, 1e-4, 5e-5),

@@ -28,7 +28,7 @@ def stack_size(name: str) -> tuple[int, int]:
 def arms(scale: Scale) -> list[Arm]:
     """One arm per (L, H, A) of the scale's grid (`--sizes`); `--model` does not apply."""
     return [
-        Arm(size_name(*s), Pretrain("mlm_nsp", f"L{s[0]}-H{s[1]}-A{s[2]}", scale.steps),
+        Arm(size_name(*s), Pretrain("mlm", f"L{s[0]}-H{s[1]}-A{s[2]}", scale.steps),
             ("mlm_ppl", "sst2", "mrpc"))
         for s in scale.sizes
     ]  # fmt: skip

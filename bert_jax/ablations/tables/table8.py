@@ -22,7 +22,7 @@ MIXES = ("80/10/10", "100/0/0", "80/0/20", "80/20/0", "0/20/80", "0/0/100")
 
 def arms(scale: Scale) -> list[Arm]:
     model, steps = scale.model, scale.steps
-    mixed = [Arm(m, Pretrain("mlm_nsp", model, steps, m), ("mrpc", "conll", "conll_feature"))
+    mixed = [Arm(m, Pretrain("mlm", model, steps, m), ("mrpc", "conll", "conll_feature"))
              for m in MIXES]  # fmt: skip
     return [*mixed, Arm(RANDOM_INIT, Pretrain("mlm_nsp", model, 0), ("mrpc", "conll"))]
 
