@@ -21,7 +21,7 @@ from bert_jax.config import preset
 from bert_jax.errors import BertJaxError
 from bert_jax.pretraining.task import PretrainingTask, synthetic_batch
 from bert_jax.train import train
-from bert_jax.train.optimizer import freeze_paths, make_optimizer
+from bert_jax.train.optimizer import freeze_paths, make_optimizer, scale_outside
 from bert_jax.train.schedules import (
     batch_size_schedule,
     batch_warmup_rows,
@@ -148,6 +148,20 @@ def test_stable_adamw_clips_a_scanned_stack_per_layer_and_leaves_frozen_weights_
     )[-1]  # fmt: skip
     np.testing.assert_array_equal(with_teacher["teacher"]["kernel"], np.float32(teacher["kernel"]))
     _assert_trees_close(with_teacher["encoder"], got_looped["encoder"], atol=0)
+
+
+def test_head_learning_rate_scales_only_the_layers_outside_the_encoder():
+    """fine-tuning's head_learning_rate: adam's step is lr whatever the gradient's size, so with
+    the same gradients the head moves `factor` times as far as the encoder, which keeps lr."""
+    params = {"bert": {"w": jnp.ones(3)}, "bilstm": {"w": jnp.ones(3)}, "classifier": jnp.ones(2)}
+    grads = jax.tree.map(lambda p: 0.3 * p, params)
+    tx = optax.chain(optax.adam(1e-4), scale_outside("bert", 10.0))
+    updates, _ = tx.update(grads, tx.init(params), params)
+    np.testing.assert_allclose(updates["bert"]["w"], -1e-4, rtol=1e-4)
+    np.testing.assert_allclose(updates["bilstm"]["w"], -1e-3, rtol=1e-4)
+    np.testing.assert_allclose(updates["classifier"], -1e-3, rtol=1e-4)
+    with pytest.raises(BertJaxError, match="must be > 0"):
+        scale_outside("bert", 0.0)
 
 
 @pytest.mark.parametrize("shape", ["linear", "1-sqrt"])

@@ -153,6 +153,9 @@ def finetune_config(task_family: str) -> ml_collections.ConfigDict:
     c.sweep_batch_sizes = (16, 32)  # the sweep's train batch sizes
     c.num_seeds = 1  # runs per setting, seeds seed, seed+1, ...; reports mean/std/median
     c.bilstm_size = 0  # > 0: a BiLSTM between encoder and output layer (Table 5's "+ BiLSTM")
+    # > 0: the learning rate of the layers the checkpoint lacks (the task head, the BiLSTM);
+    # the encoder keeps learning_rate. 0 = learning_rate for all.
+    c.head_learning_rate = 0.0
     # Encoder dropout (hidden and attention probabilities) while fine-tuning; None = the
     # checkpoint's config (the paper fine-tunes at 0.1; a run pretrained without has 0).
     c.dropout = ml_collections.FieldReference(None, field_type=float)

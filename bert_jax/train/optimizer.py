@@ -208,6 +208,24 @@ def scale_by_layer_depth(decay: float) -> optax.GradientTransformation:
     return optax.GradientTransformation(lambda params: optax.EmptyState(), update)
 
 
+def scale_outside(scope: str, factor: float) -> optax.GradientTransformation:
+    """Updates of every parameter outside the top-level `scope` (the encoder) times `factor`,
+    as a final scaling like `scale_by_layer_depth`: the layers a checkpoint lacks (a task head,
+    "+ BiLSTM") train at their own rate while the encoder keeps the run's."""
+    if factor <= 0:
+        raise BertJaxError(f"head learning-rate factor {factor}: must be > 0")
+
+    def update(updates, state, params=None):
+        del params
+
+        def scaled(path, u):
+            return u if _path_names(path)[:1] == [scope] else u * jnp.asarray(factor, u.dtype)
+
+        return jax.tree_util.tree_map_with_path(scaled, updates), state
+
+    return optax.GradientTransformation(lambda params: optax.EmptyState(), update)
+
+
 def freeze_paths(
     tx: optax.GradientTransformation, frozen: tuple[tuple[str, ...], ...]
 ) -> optax.GradientTransformation:

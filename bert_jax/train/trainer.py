@@ -40,7 +40,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from bert_jax.model.layers import activation_rules
 from bert_jax.objectives.losses import DENOMINATORS
 from bert_jax.train import mesh as mesh_lib
-from bert_jax.train.optimizer import freeze_paths, make_optimizer
+from bert_jax.train.optimizer import freeze_paths, make_optimizer, scale_outside
 from bert_jax.train.schedules import batch_warmup_rows, weigh_rows
 from bert_jax.train.settings import train_settings
 from bert_jax.train.task import Batch, Task
@@ -292,6 +292,9 @@ def build_trainer(config: Any, task: Task, mesh: Mesh) -> Trainer:
     frozen = getattr(task, "frozen_paths", ())
     if frozen:
         tx = freeze_paths(tx, frozen)
+    # New layers at their own rate (fine-tuning's head_learning_rate): the encoder's stays.
+    if (head := getattr(task, "head_lr_scale", 1.0)) != 1.0:
+        tx = optax.chain(tx, scale_outside(task.encoder_scope, head))
     accum = settings.grad_accum_steps
     b = next(iter(task.init_inputs().values())).shape[0]
     mesh_lib.check_batch(b, mesh, accum)
