@@ -32,7 +32,7 @@ from bert_jax.ablations.inputs import (
     released_checkpoint,
     write_docs,
 )
-from bert_jax.ablations.scales import Scale
+from bert_jax.ablations.scales import BILSTM_HEAD_LR, Scale
 from bert_jax.ablations.tables import INTRINSIC, Arm, Pretrain
 from bert_jax.atomic_write import is_local, write_json_atomic
 from bert_jax.corpus import embedded
@@ -289,7 +289,7 @@ class Harness:
         return None
 
     def _arm_dir(self, arm: Arm, task: str) -> epath.Path:
-        tag = task + ("+bilstm" if arm.bilstm else "")
+        tag = task + (f"+bilstm-h{BILSTM_HEAD_LR:g}" if arm.bilstm else "")
         at = "" if arm.step is None else f"@{arm.step}"
         return self.root / "finetune" / f"{arm.pretrain.key}{at}" / tag
 
@@ -369,7 +369,7 @@ class Harness:
             if kind == "squad":
                 c.doc_stride, c.max_query_length = s.seq // 4, s.seq // 4
             if arm.bilstm:
-                c.bilstm_size = s.lstm_size
+                c.bilstm_size, c.head_learning_rate = s.lstm_size, BILSTM_HEAD_LR
             if task == "conll_feature":  # Table 7's best: concat of the last four layers
                 c.feature_based, c.lstm_size, c.learning_rate = True, s.lstm_size, 1e-3
             runner.finetune(c, str(out))

@@ -29,7 +29,7 @@ from bert_jax import objectives
 from bert_jax.ablations import tables
 from bert_jax.ablations.harness import shard_objective
 from bert_jax.ablations.inputs import FAMILY
-from bert_jax.ablations.scales import Scale
+from bert_jax.ablations.scales import BILSTM_HEAD_LR, Scale
 from bert_jax.atomic_write import write_json_atomic, write_text_atomic
 from bert_jax.errors import BertJaxError
 from bert_jax.train.config import pretrain_config
@@ -174,10 +174,11 @@ def plan(
                      "num_train_epochs": scale.finetune_epochs,
                      **({"dropout": scale.finetune_dropout} if scale.finetune_dropout else {}),
                      **({"init_checkpoint_step": arm.step} if arm.step is not None else {}),
-                     **({"bilstm_size": scale.lstm_size} if arm.bilstm else {}),
+                     **({"bilstm_size": scale.lstm_size, "head_learning_rate": BILSTM_HEAD_LR}
+                        if arm.bilstm else {}),
                      **({"feature_based": True} if task.endswith("_feature") else {})}  # fmt: skip
             at = "" if arm.step is None else f"@{arm.step}"
-            tag = task + ("+bilstm" if arm.bilstm else "")
+            tag = task + (f"+bilstm-h{BILSTM_HEAD_LR:g}" if arm.bilstm else "")
             out = f"{workdir}/finetune/{run.key}{at}/{tag}/{budget}"
             lines.append(f"{on_tpu} bert-jax finetune --config {config} --workdir {out} "
                          f"{_flags(extra)}")  # fmt: skip
