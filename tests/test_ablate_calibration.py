@@ -14,6 +14,7 @@ from bert_jax.ablations.run import ablate
 from bert_jax.ablations.scales import SCALES
 from bert_jax.ablations.tables import calibration
 from bert_jax.ablations.tables.compare import RANDOM_INIT
+from bert_jax.errors import BertJaxError
 
 
 def test_train_slices_hold_out_the_end_of_train_in_each_layout(tmp_path):
@@ -45,9 +46,18 @@ def test_train_slices_hold_out_the_end_of_train_in_each_layout(tmp_path):
         assert 0.1 < len(part[1]) / len(train) < 0.3 and sizes["held"] > 0, (kind, sizes)
 
 
-@pytest.mark.slow  # about a minute: six fine-tuning runs, two of them MiniLM-L6's
-def test_calibration_chooses_each_arms_rate_on_train(tmp_path, monkeypatch):
+@pytest.mark.slow  # about a minute: six fine-tuning runs
+def test_calibration_chooses_each_arms_rate_on_train(tmp_path, monkeypatch, tiny_hf_dir):
+    """The ceiling here is a tiny BERT in Hugging Face's layout, to hold the suite's time; the
+    table's own is the real MiniLM-L6 (checked to resolve to the package's directory; its
+    fine-tuning from that directory is tested in tests/test_tasks_finetune.py)."""
+    from bert_jax.ablations.inputs import released_checkpoint
+
+    assert (released_checkpoint(calibration.CEILING_CHECKPOINT) / "model.safetensors").exists()
+    with pytest.raises(BertJaxError, match="no such directory"):
+        released_checkpoint(str(tmp_path / "nowhere"))
     monkeypatch.setattr(calibration, "TASKS", ("sst2",))
+    monkeypatch.setattr(calibration, "CEILING_CHECKPOINT", str(tiny_hf_dir))
     scale = dataclasses.replace(SCALES["quick"], finetune_lrs=(1e-3, 1e-4))
     doc = ablate("calibration", scale, str(tmp_path), progress=lambda _: None)
     assert list(doc["arms"]) == [RANDOM_INIT, calibration.CEILING]
