@@ -145,7 +145,8 @@ def markdown(doc: dict) -> str:
                 lines.append(f"| {arm} | {shown} | {r['unigram']:.4f} | {disc:.4f} | "
                              f"{original:.4f} |")  # fmt: skip
     if doc.get("claims"):
-        lines += ["", "The paper's claims at this scale:", ""]
+        whose = tables.get(doc["table"]).whose
+        lines += ["", f"{whose[0].upper()}{whose[1:]} claims at this scale:", ""]
         for c in doc["claims"]:
             lines.append(f"- {verdict_of(c)}: {c['claim']}: {c['detail']}")
     return "\n".join(lines) + "\n"

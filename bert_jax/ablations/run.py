@@ -181,7 +181,7 @@ def ablate(
     if doc.get("wiring_check"):
         progress(f"{wrote}: {report.WIRING_CHECK}")
     else:
-        progress(f"{wrote}: of the paper's {len(doc['claims'])} claims checked here, "
+        progress(f"{wrote}: of {spec.whose} {len(doc['claims'])} claims checked here, "
                  f"{report.tally(doc['claims'])}")  # fmt: skip
     return doc
 

@@ -92,6 +92,7 @@ class Table:
     paper: Mapping[str, Mapping[str, float]]
     claims: Callable[[dict], Iterable[Claim]]  # the papers' claims on a table document
     plot: Callable[[dict, Axes], None] | None = None  # draws <table>.png, if it has one
+    whose: str = "the paper's"  # whose claims `claims` checks, in the md and the run's last line
 
     def paper_number(self, arm: str, task: str) -> float | None:
         return self.paper.get(arm, {}).get(task)

@@ -57,4 +57,5 @@ TABLE = Table(
     arms=arms,
     paper={},
     claims=claims,
+    whose="the suite's",
 )
