@@ -10,7 +10,7 @@ import dataclasses
 import itertools
 import json
 import math
-from typing import TYPE_CHECKING
+from typing import Any
 
 import jax
 
@@ -22,8 +22,9 @@ from bert_jax.interop import graft_encoder
 from bert_jax.pretraining.task import bert_config_from, pretraining_task
 from bert_jax.train import build_trainer, make_mesh
 
-if TYPE_CHECKING:
-    from bert_jax.ablations.harness import Harness
+# `h` below is the ablation harness (bert_jax.ablations.harness.Harness, which imports this
+# module): typed Any so that the import layers stay acyclic.
+Harness = Any
 
 
 def intrinsic(h: Harness, arm: Arm, task: str) -> float:
