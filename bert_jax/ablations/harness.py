@@ -7,7 +7,8 @@ the same numbers:
   data/          corpus split (train.txt, eval.txt), vocab/, shards per pairing (nsp/, sop/)
   suite/         the built-in downstream tasks (bert_jax.ablations.suite), unless --task is given
   pretrain/KEY/  one pretraining workdir per run (tables.Pretrain.key); done.json when finished
-  finetune/KEY[@STEP]/TASK[+bilstm]/eEPOCHS-lrLR/seedS/eval_results.json
+  finetune/      fine-tuning runs (bert_jax.ablations.layout), each arm's choice-of-rate runs
+  lr_slices/     each task's train re-split to choose rates on (bert_jax.ablations.lr_choice)
   .data.lock     held while data/ or suite/ is built, so sweeps sharing the workdir build once
 """
 
@@ -32,6 +33,7 @@ from bert_jax.ablations.inputs import (
     released_checkpoint,
     write_docs,
 )
+from bert_jax.ablations.layout import arm_subdir, budget_subdir
 from bert_jax.ablations.scales import BILSTM_HEAD_LR, Scale
 from bert_jax.ablations.tables import INTRINSIC, Arm, Pretrain
 from bert_jax.atomic_write import is_local, write_json_atomic
@@ -45,8 +47,7 @@ from bert_jax.train.config import finetune_config, pretrain_config
 from bert_jax.train.lock import WorkdirLock, in_use
 
 _ONE_DEVICE = {"data": 1, "fsdp": 1, "tensor": 1}
-# One document in five is held out (suite version 3; a tenth before): on the embedded corpus
-# that is what gives the `cpu` suite 2000 dev examples per task while pretraining reads the rest.
+# Held out: one document in five (a tenth before suite v3), for the cpu suite's 2000 dev examples.
 HELD_OUT_EVERY = 5
 # Scale fields that are part of each run's directory name (or chosen per table): free to differ.
 _KEYED = ("name", "model", "steps", "seeds", "pretrain_seeds", "sizes", "finetune_epochs",
@@ -146,21 +147,23 @@ class Harness:
 
         def split() -> None:
             data.mkdir(parents=True, exist_ok=True)
-            docs = self._documents()
-            rest = [d for i, d in enumerate(docs) if i % HELD_OUT_EVERY]
+            held_out, rest = self._held_out_and_rest()
             write_docs(rest, train, self.scale.corpus_bytes)
             size = self.scale.corpus_bytes
-            write_docs(docs[::HELD_OUT_EVERY], held, max(size // 10, 20_000) if size else 300_000)
+            write_docs(held_out, held, max(size // 10, 20_000) if size else 300_000)
 
         self._build_once(held, split)
         return train, held
 
+    def _held_out_and_rest(self) -> tuple[list[list[str]], list[list[str]]]:
+        docs = self._documents()
+        return docs[::HELD_OUT_EVERY], [d for i, d in enumerate(docs) if i % HELD_OUT_EVERY]
+
     def _suite_documents(self) -> list[list[str]]:
         """The held-out documents, then those the pretraining text left out (beyond the
         scale's `corpus_bytes`): no pretraining run reads a sentence the suite is built of."""
-        docs = self._documents()
-        rest = [d for i, d in enumerate(docs) if i % HELD_OUT_EVERY]
-        return docs[::HELD_OUT_EVERY] + rest[documents_within(rest, self.scale.corpus_bytes) :]
+        held_out, rest = self._held_out_and_rest()
+        return held_out + rest[documents_within(rest, self.scale.corpus_bytes) :]
 
     def vocab_file(self) -> str:
         out = self.root / "data" / "vocab"
@@ -279,32 +282,29 @@ class Harness:
         """"PATH: in use by ..." when an unfinished workdir this job needs (its pretraining run,
         then its fine-tuning run) is held by another live process, such as a second sweep on
         this workdir; else None. Takes no lock."""
-        runs = [] if arm.pretrain.checkpoint else [(self.root / "pretrain" / arm.pretrain.key,
-                                                     "done.json")]  # fmt: skip
-        if task not in INTRINSIC:
-            runs.append((self._finetune_dir(arm, task, seed), "eval_results.json"))
+        pretraining = self.root / "pretrain" / arm.pretrain.key
+        runs = [] if arm.pretrain.checkpoint else [(pretraining, "done.json")]
+        # A rate not chosen yet names no fine-tuning directory: `finetune` chooses it.
+        if task not in INTRINSIC and (lr := self.learning_rate(arm, task, choose=False)):
+            runs.append((self._finetune_dir(arm, task, seed, lr), "eval_results.json"))
         for run, marker in runs:
             if not (run / marker).exists() and (owner := WorkdirLock(run).holder()):
                 return in_use(run, owner)
         return None
 
     def _arm_dir(self, arm: Arm, task: str) -> epath.Path:
-        tag = task + (f"+bilstm-h{BILSTM_HEAD_LR:g}" if arm.bilstm else "")
-        at = "" if arm.step is None else f"@{arm.step}"
-        return self.root / "finetune" / f"{arm.pretrain.key}{at}" / tag
+        return self.root / "finetune" / arm_subdir(arm, task)
 
-    def _finetune_dir(self, arm: Arm, task: str, seed: int) -> epath.Path:
-        s = self.scale
-        # A new budget reuses the pretraining; runs before fine-tuning dropout was set had none.
-        budget = f"e{s.finetune_epochs:g}-lr{self.learning_rate(arm, task):g}"
-        budget += f"-d{s.finetune_dropout:g}" if s.finetune_dropout else ""
-        return self._arm_dir(arm, task) / budget / f"seed{seed}"
+    def _finetune_dir(self, arm: Arm, task: str, seed: int, lr: float | None = None) -> epath.Path:
+        lr = self.learning_rate(arm, task) if lr is None else lr
+        return self._arm_dir(arm, task) / budget_subdir(self.scale, lr) / f"seed{seed}"
 
-    def learning_rate(self, arm: Arm, task: str) -> float:
+    def learning_rate(self, arm: Arm, task: str, choose: bool = True) -> float | None:
         """The arm's fine-tuning rate on `task`: the scale's `finetune_lr`, or the one of its
         `finetune_lrs` that scores best on the held slice of train (bert_jax.ablations.
         lr_choice), chosen once per arm and task (pretraining and fine-tuning seed 0) and kept
-        in choice.json. Feature-based NER keeps its own 1e-3."""
+        in choice.json. Feature-based NER keeps its own 1e-3. `choose=False`: None rather than
+        running the choice when it has not been made."""
         s = self.scale
         if not s.finetune_lrs or task == "conll_feature":
             return s.finetune_lr
@@ -313,9 +313,10 @@ class Harness:
         budget = f"e{s.finetune_epochs:g}-d{s.finetune_dropout:g}"
         where = self._arm_dir(base, task) / f"choose-{among}-{budget}"
         choice = where / "choice.json"
+        if not choice.exists() and not choose:
+            return None
         if not choice.exists():
-            kind = task.removesuffix("_feature")
-            slices = self.train_slice(kind)
+            slices = self.train_slice(task)  # not conll_feature: it returned above
             self.progress(f"choosing {arm.name}'s learning rate for {task} on a slice of train")
             scores = {f"{lr:g}": self._finetune_run(base, task, 0, lr, slices, where / f"lr{lr:g}")
                       for lr in s.finetune_lrs}  # fmt: skip
@@ -341,7 +342,7 @@ class Harness:
         kind = task.removesuffix("_feature")
         lr = self.learning_rate(arm, task)
         return self._finetune_run(arm, task, seed, lr, self.task_dir(kind),
-                                  self._finetune_dir(arm, task, seed))  # fmt: skip
+                                  self._finetune_dir(arm, task, seed, lr))  # fmt: skip
 
     def _finetune_run(
         self, arm: Arm, task: str, seed: int, lr: float, data_dir: str, out: epath.Path

@@ -29,6 +29,7 @@ from bert_jax import objectives
 from bert_jax.ablations import tables
 from bert_jax.ablations.harness import shard_objective
 from bert_jax.ablations.inputs import FAMILY
+from bert_jax.ablations.layout import arm_subdir, budget_subdir
 from bert_jax.ablations.scales import BILSTM_HEAD_LR, Scale
 from bert_jax.atomic_write import write_json_atomic, write_text_atomic
 from bert_jax.errors import BertJaxError
@@ -162,8 +163,7 @@ def plan(
             source = f"{workdir}/pretrain/{run.key}"
         if arm.step is not None:  # Figure 5: the phase-1 checkpoint of that step
             source = p1
-        budget = f"e{scale.finetune_epochs:g}-lr{scale.finetune_lr:g}"  # the harness's layout
-        budget += f"-d{scale.finetune_dropout:g}" if scale.finetune_dropout else ""
+        budget = budget_subdir(scale, scale.finetune_lr)
         for task in arm.tasks:
             kind = task.removesuffix("_feature")
             if kind not in FAMILY:  # intrinsic: the pretraining run's own eval metrics
@@ -177,9 +177,7 @@ def plan(
                      **({"bilstm_size": scale.lstm_size, "head_learning_rate": BILSTM_HEAD_LR}
                         if arm.bilstm else {}),
                      **({"feature_based": True} if task.endswith("_feature") else {})}  # fmt: skip
-            at = "" if arm.step is None else f"@{arm.step}"
-            tag = task + (f"+bilstm-h{BILSTM_HEAD_LR:g}" if arm.bilstm else "")
-            out = f"{workdir}/finetune/{run.key}{at}/{tag}/{budget}"
+            out = f"{workdir}/finetune/{arm_subdir(arm, task)}/{budget}"
             lines.append(f"{on_tpu} bert-jax finetune --config {config} --workdir {out} "
                          f"{_flags(extra)}")  # fmt: skip
     out_dir = epath.Path(workdir) / "plan"

@@ -74,11 +74,12 @@ def beats(doc: dict, winner: str, loser: str, task: str, claim: str, by_std: boo
     a, b = cell(doc, winner, task), cell(doc, loser, task)
     if a is None or b is None:
         return None
-    if (unused := not_used(doc, task, claim.removesuffix(" by more than 3x the seed std"))):
+    by_interval = claim.removesuffix(" by more than 3x the seed std")  # the interval's wording
+    if (unused := not_used(doc, task, by_interval)) is not None:
         return unused
     medians = f"{a['median']:.2f} vs {b['median']:.2f}"
     if (d := interval(doc, winner, loser, task)) is not None:
-        return judged(claim.removesuffix(" by more than 3x the seed std"), d,
+        return judged(by_interval, d,
                       paper_effect(a, b), f"{medians}: ")  # fmt: skip
     margin, std = a["median"] - b["median"], max(a["std"], b["std"])
     holds = margin > 3 * std if by_std else margin > 0
