@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import importlib.metadata
 import importlib.util
 import inspect
@@ -182,41 +183,68 @@ def _parse(path: pathlib.Path, attempts: int = 3) -> ast.Module | None:
     return None
 
 
-def _documents_of_file(path: pathlib.Path, seen: set[str]) -> Iterator[list[str]]:
+# A document as (docstring, its sentences) pairs, before de-duplication against the rest of the
+# corpus. Parsing is most of the corpus's cost and a run (or the test suite) reads it more than
+# once, so each file's documents are kept for the process, keyed by its size and mtime.
+_Document = tuple[tuple[str, tuple[str, ...]], ...]
+
+
+def _stamp(path: pathlib.Path) -> tuple[int, int]:
+    stat = path.stat()
+    return stat.st_size, stat.st_mtime_ns
+
+
+@functools.cache
+def _file_documents(path: pathlib.Path, stamp: tuple[int, int]) -> tuple[_Document, ...]:
     tree = _parse(path)
     if tree is None:
-        return
+        return ()
 
-    def sentences_of(nodes: list[ast.AST]) -> list[str]:
-        out: list[str] = []
-        for node in nodes:
-            doc = ast.get_docstring(node, clean=False)  # type: ignore[arg-type]
-            if doc and doc not in seen:
-                seen.add(doc)
-                out += docstring_sentences(doc)
-        return out
+    def document(nodes: list[ast.AST]) -> _Document:
+        docs = (ast.get_docstring(node, clean=False) for node in nodes)  # type: ignore[arg-type]
+        return tuple((doc, tuple(docstring_sentences(doc))) for doc in docs if doc)
 
     func_types = (ast.FunctionDef, ast.AsyncFunctionDef)
     functions = [n for n in tree.body if isinstance(n, func_types)]
-    yield sentences_of([tree, *functions])
+    out = [document([tree, *functions])]
     for node in _classes(tree.body):
-        methods = [n for n in node.body if isinstance(n, func_types)]
-        yield sentences_of([node, *methods])
+        out.append(document([node, *(n for n in node.body if isinstance(n, func_types))]))
+    return tuple(out)
+
+
+@functools.cache
+def _topic_texts(path: pathlib.Path, stamp: tuple[int, int]) -> _Document:
+    """pydoc_data/topics.py: the language reference as a dict literal of plain-text topics."""
+    tree = _parse(path)
+    if tree is None:
+        return ()
+    texts = [value.value for node in tree.body
+             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict)
+             for value in node.value.values if isinstance(value, ast.Constant)]  # fmt: skip
+    return tuple((t, tuple(docstring_sentences(t))) for t in texts if isinstance(t, str))
+
+
+def _unseen(document: _Document, seen: set[str]) -> list[str]:
+    """The sentences of the document's texts not met before (`seen` grows)."""
+    out: list[str] = []
+    for text, sentences in document:
+        if text not in seen:
+            seen.add(text)
+            out += sentences
+    return out
+
+
+def _documents_of_file(path: pathlib.Path, seen: set[str]) -> Iterator[list[str]]:
+    for document in _file_documents(path, _stamp(path)):
+        yield _unseen(document, seen)
 
 
 def _topic_documents(root: pathlib.Path, seen: set[str]) -> Iterator[list[str]]:
-    """pydoc_data/topics.py: the language reference as a dict literal of plain-text topics."""
     path = root / "pydoc_data" / "topics.py"
-    tree = _parse(path)
-    if tree is None:
-        return
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict):
-            for value in node.value.values:
-                text = value.value if isinstance(value, ast.Constant) else None
-                if isinstance(text, str) and text not in seen:
-                    seen.add(text)
-                    yield docstring_sentences(text)
+    if path.exists():
+        for pair in _topic_texts(path, _stamp(path)):
+            if pair[0] not in seen:
+                yield _unseen((pair,), seen)
 
 
 def _package_dir(name: str) -> pathlib.Path | None:
