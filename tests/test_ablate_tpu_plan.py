@@ -15,6 +15,7 @@ from bert_jax.errors import BertJaxError
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("least_tpu_effort")  # the fits are compared with each other only
 def test_tpu_plan_fit_checks_every_run_of_every_table_and_writes_the_launch_script(tmp_path):
     """Every table's `--scale tpu` plan with the paper's recipe on a smaller model (Table 6's grid
     shrunk to that model): the same code path, each run's phase-1 and phase-2 step compiled for a
