@@ -341,8 +341,9 @@ def test_lease_lock_for_object_stores(tmp_path):
     """The gs:// variant (no exclusive create there): a live lease refuses, a lease not renewed
     for stale_seconds is taken over, release removes only one's own lease."""
     first = WorkdirLock(tmp_path, lease=True, settle_seconds=0.05, renew_seconds=0.05).acquire()
-    time.sleep(0.2)  # renewed meanwhile
-    lease = json.loads((tmp_path / ".lock.json").read_text())
+    deadline = time.time() + 0.3  # renewed every 0.05 s meanwhile, never seen half-written
+    while time.time() < deadline:
+        lease = json.loads((tmp_path / ".lock.json").read_text())
     assert time.time() - lease["renewed"] < 1.0
     with pytest.raises(BertJaxError, match="in use by another run"):
         WorkdirLock(tmp_path, lease=True, settle_seconds=0.05).acquire()

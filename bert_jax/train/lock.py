@@ -28,7 +28,7 @@ from typing import Any
 import jax
 from etils import epath
 
-from bert_jax.atomic_write import is_local
+from bert_jax.atomic_write import is_local, write_text_atomic
 from bert_jax.errors import BertJaxError
 
 
@@ -125,8 +125,9 @@ class WorkdirLock:
             return None
 
     def _write_lease(self) -> None:
+        # Whole or not at all: a reader that met a half-written lease would take it as none.
         record = {**_owner(), "id": self._id, "renewed": time.time()}
-        self._lease_path().write_text(json.dumps(record))
+        write_text_atomic(self._lease_path(), json.dumps(record))
 
     def _acquire_lease(self) -> None:
         held = self._read_lease()
