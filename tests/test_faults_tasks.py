@@ -94,6 +94,8 @@ def test_squad_paragraph_without_context_named(tmp_path):
         ({"learning_rate": float("nan")}, r"config.learning_rate=nan: must be a finite"),
         ({"train_batch_size": 0}, r"config.train_batch_size=0: must be an integer >= 1"),
         ({"sweep": True, "sweep_epochs": [2, 0]}, r"config.sweep_epochs=0: must be a number > 0"),
+        ({"head_learning_rate": -1e-3}, r"config.head_learning_rate=-0.001 \(learning_rate"),
+        ({"head_learning_rate": 1e-3, "learning_rate": 0.0}, r"learning_rate 0.0\): both must"),
     ],
 )
 def test_finetune_config_refused_before_loading_anything(tmp_path, override, message):

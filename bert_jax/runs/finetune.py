@@ -182,10 +182,7 @@ def run_once(cfg, job, pre, workdir: str | epath.Path, distill=None) -> dict[str
         init = None
     else:
         task, train = job.train_task(bert, batch), job.train
-        if head_lr := cfg.get("head_learning_rate", 0.0):
-            if head_lr < 0 or cfg.learning_rate <= 0:
-                raise BertJaxError(f"config.head_learning_rate={head_lr} (learning_rate "
-                                   f"{cfg.learning_rate}): both must be > 0")  # fmt: skip
+        if head_lr := cfg.get("head_learning_rate", 0.0):  # checked > 0 up front
             task.head_lr_scale = head_lr / cfg.learning_rate
             task.encoder_scope = family.encoder_scope
         task = distill.wrap(task) if distill else task

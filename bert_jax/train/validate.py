@@ -95,3 +95,9 @@ def check_finetune_config(cfg: Any) -> None:
                 good = False
             if not good:
                 raise BertJaxError(f"config.{key}={value!r}: must be {need}")
+    head_lr = _number(cfg, "head_learning_rate")
+    if head_lr:  # 0 = the new layers share the encoder's rate
+        lrs = [float(v) for v in lrs]
+        if not (math.isfinite(head_lr) and head_lr > 0 and min(lrs) > 0):
+            raise BertJaxError(f"config.head_learning_rate={head_lr} (learning_rate "
+                               f"{', '.join(map(str, lrs))}): both must be > 0")  # fmt: skip
