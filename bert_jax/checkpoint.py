@@ -1,4 +1,5 @@
-"""The one module that talks to Orbax (its API is moving to v1; only this file changes then).
+"""The one module that talks to Orbax, with its input item's handler (checkpoint_input.py); its
+API is moving to v1, and only these two files change then.
 
 A workdir's `checkpoints/<step>/` holds two items: `state` (the TrainState: params, optimizer
 state, step, rng, skip counters; sharded arrays, OCDBT) and `input` (each process's
@@ -17,7 +18,6 @@ asynchronous; the last `keep` are kept, and every multiple of `keep_every` (if s
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import logging
 import os
@@ -25,93 +25,18 @@ import sys
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 from etils import epath
 
 from bert_jax.atomic_write import read_json
+from bert_jax.checkpoint_input import InputRestore, InputSave, InputStateHandler
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
 from bert_jax.model import unstack_layers
+from bert_jax.state_fingerprint import state_fingerprint
 
 STATE, INPUT = "state", "input"
-
-
-class InputStateHandler(ocp.CheckpointHandler):
-    """Each JAX process writes its own input-iterator state (`process_<i>-of-<n>.json`); the state
-    is snapshotted when `save` is called, so async array saves never see a later position."""
-
-    def _file(self, directory: epath.Path) -> epath.Path:
-        return directory / f"process_{jax.process_index()}-of-{jax.process_count()}.json"
-
-    def save(self, directory: epath.Path, args: InputSave) -> None:
-        record = {"input": args.state, "fingerprint": args.fingerprint}
-        self._file(directory).write_text(json.dumps(record))
-
-    def restore(self, directory: epath.Path, args: InputRestore | None = None) -> Any:
-        path = self._file(directory)
-        if not path.exists():
-            raise BertJaxError(
-                f"{path}: missing; was the run saved with a different process count?"
-            )
-        return json.loads(path.read_text())  # {"input": ..., "fingerprint": ... (or absent)}
-
-    def metadata(self, directory: epath.Path) -> None:
-        return None
-
-    def finalize(self, directory: epath.Path) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
-@ocp.args.register_with_handler(InputStateHandler, for_save=True)
-@dataclasses.dataclass
-class InputSave(ocp.args.CheckpointArgs):
-    state: Any
-    fingerprint: dict[str, int] | None = None
-
-
-@ocp.args.register_with_handler(InputStateHandler, for_restore=True)
-@dataclasses.dataclass
-class InputRestore(ocp.args.CheckpointArgs):
-    pass
-
-
-def _as_words(x: jax.Array) -> jax.Array:
-    """The array's bits as unsigned integers (every dtype of a TrainState), summed mod 2**32."""
-    x = jnp.asarray(x)
-    if x.dtype == jnp.bool_:
-        x = x.astype(jnp.uint8)
-    if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
-        x = jax.random.key_data(x)
-    unsigned = jnp.dtype(f"uint{x.dtype.itemsize * 8}")
-    words = jax.lax.bitcast_convert_type(x, unsigned)
-    if unsigned.itemsize > 4:  # 64-bit types: as pairs of 32-bit words
-        words = jax.lax.bitcast_convert_type(words, jnp.uint32)
-    return jnp.sum(words.astype(jnp.uint32), dtype=jnp.uint32)
-
-
-@jax.jit
-def _leaf_sums(leaves: list[jax.Array]) -> list[jax.Array]:
-    return [_as_words(x) for x in leaves]
-
-
-def state_fingerprint(state: Any) -> dict[str, int]:
-    """Checksums of a state's bits, one per top-level field (params, opt_state, ...): the sum of
-    each leaf's words mod 2**32, then a position-weighted sum over leaves. Any changed bit changes
-    it. Computed on the devices (a reduction, so sharded and multi-host arrays never gather)."""
-    if dataclasses.is_dataclass(state):
-        fields = {f.name: getattr(state, f.name) for f in dataclasses.fields(state)}
-    else:
-        fields = dict(state)
-    out = {}
-    for name, tree in fields.items():
-        sums = jax.device_get(_leaf_sums(jax.tree.leaves(tree)))
-        out[name] = sum((i + 1) * int(v) for i, v in enumerate(sums)) % (1 << 61)
-    return out
 
 
 def _check_fingerprint(saved: dict | None, state: Any, where: str) -> None:
