@@ -24,7 +24,6 @@ import logging
 import multiprocessing
 import os
 import random
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -50,9 +49,14 @@ from bert_jax.data.instances import (
     instance_features,
     mask_reference,
 )
+from bert_jax.data.shard_outputs import (
+    ShardSet,
+    remove_other_shard_sets,
+    remove_stale_temporaries,
+    shard_paths,
+)
 from bert_jax.errors import BertJaxError
 from bert_jax.shards.example import encode
-from bert_jax.shards.tfrecord import TFRecordWriter
 from bert_jax.tokenization.vocab import load_vocab
 
 log = logging.getLogger(__name__)
@@ -140,35 +144,6 @@ def _stop_broken(pool: cf.ProcessPoolExecutor) -> None:
     for proc in list(pool._processes.values()):
         proc.join(timeout=10)
     pool._result_queue._writer.close()
-
-
-class ShardSet:
-    """All output writers of a run; nothing appears under a final name unless all succeed."""
-
-    def __init__(self, paths: list[str]):
-        self.paths = paths
-        self.writers: list[TFRecordWriter] = []
-        try:
-            for p in paths:
-                self.writers.append(TFRecordWriter(p))
-        except BaseException:
-            self.abort()
-            raise
-
-    def write(self, shard: int, data: bytes) -> None:
-        self.writers[shard].write(data)
-
-    def close(self) -> None:
-        try:
-            for w in self.writers:
-                w.close()
-        except BaseException:
-            self.abort()
-            raise
-
-    def abort(self) -> None:
-        for w in self.writers:
-            w.abort()
 
 
 def run_fast(settings: Settings, sources, output_files: list[str], num_workers: int = 1) -> dict:
@@ -273,44 +248,6 @@ def _embedded_fingerprints(sources: list[text_sources.Source]) -> dict[str, obje
     return {"embedded_corpus": embedded[0] if len(embedded) == 1 else embedded} if embedded else {}
 
 
-def _remove_stale_temporaries(output_files: list[str]) -> None:
-    """Hidden `.<shard>.tmp-*` files of an earlier run of these outputs that was killed (a
-    killed writer cannot delete its own); a run writing the same outputs at the same time would
-    lose its shards anyway."""
-    for d in {epath.Path(f).parent for f in output_files}:
-        if not d.exists():
-            continue
-        names = {epath.Path(f).name for f in output_files}
-        for tmp in d.glob(".*.tmp-*"):
-            stem = tmp.name[1:].split(".tmp-")[0]
-            if stem in names or _SHARD_NAME.fullmatch(stem):
-                tmp.unlink(missing_ok=True)
-
-
-_SHARD_NAME = re.compile(r"shard-\d{5}-of-(\d{5})\.tfrecord")
-
-
-def _remove_other_shard_sets(output_dir: str, num_shards: int, logger: logging.Logger) -> None:
-    """Shards of an earlier run with another --num_shards would match the same glob as this
-    run's and mix two corpora in training: once this run's shards are complete, they go."""
-    stale = [
-        p for p in epath.Path(output_dir).glob("shard-*-of-*.tfrecord")
-        if (m := _SHARD_NAME.fullmatch(p.name)) and int(m.group(1)) != num_shards
-    ]  # fmt: skip
-    for p in stale:
-        p.unlink(missing_ok=True)
-    if stale:
-        logger.warning(
-            "removed %d shard(s) of an earlier run with another --num_shards from %s (e.g. %s)",
-            len(stale), output_dir, stale[0].name,
-        )  # fmt: skip
-
-
-def shard_paths(output_dir: str, num_shards: int, prefix: str = "shard") -> list[str]:
-    d = epath.Path(output_dir)
-    return [str(d / f"{prefix}-{i:05d}-of-{num_shards:05d}.tfrecord") for i in range(num_shards)]
-
-
 def create_pretraining_data(
     input_files: str | list[str],
     output_dir: str | None,
@@ -405,7 +342,7 @@ def create_pretraining_data(
         raise BertJaxError(
             f"{e.filename or stats_dir}: cannot create output directory: {e.strerror or e}"
         ) from e
-    _remove_stale_temporaries(output_files)
+    remove_stale_temporaries(output_files)
     if reference_compat:
         total = run_reference_compat(settings, sources, output_files)
         mode = "reference_compat"
@@ -450,7 +387,7 @@ def create_pretraining_data(
     )
     write_text_atomic(stats_dir / "stats.json", stats.dumps(summary))
     if output_dir is not None:
-        _remove_other_shard_sets(output_dir, num_shards, log)
+        remove_other_shard_sets(output_dir, num_shards, log)
     if progress:
         progress(f"wrote {summary['instances']} instances to {len(output_files)} file(s)")
     return summary

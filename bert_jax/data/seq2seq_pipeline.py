@@ -26,12 +26,11 @@ from bert_jax import objectives
 from bert_jax.atomic_write import write_text_atomic
 from bert_jax.corpus import sources as text_sources
 from bert_jax.data import stats as bert_stats
-from bert_jax.data.pipeline import (
+from bert_jax.data.pipeline import _embedded_fingerprints, log
+from bert_jax.data.shard_outputs import (
     ShardSet,
-    _embedded_fingerprints,
-    _remove_other_shard_sets,
-    _remove_stale_temporaries,
-    log,
+    remove_other_shard_sets,
+    remove_stale_temporaries,
     shard_paths,
 )
 from bert_jax.errors import BertJaxError
@@ -134,7 +133,7 @@ def create_seq2seq_data(
     text_sources.check_text(sources)
     for d in {stats_dir, *(epath.Path(f).parent for f in output_files)}:
         d.mkdir(parents=True, exist_ok=True)
-    _remove_stale_temporaries(output_files)
+    remove_stale_temporaries(output_files)
 
     count = dict.fromkeys(("instances", "inputs_tokens", "targets_tokens", "documents"), 0)
     shards = ShardSet(output_files)
@@ -195,5 +194,5 @@ def create_seq2seq_data(
     }
     write_text_atomic(stats_dir / "stats.json", bert_stats.dumps(summary))
     if output_dir is not None:
-        _remove_other_shard_sets(output_dir, num_shards, log)
+        remove_other_shard_sets(output_dir, num_shards, log)
     return summary
