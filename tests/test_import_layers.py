@@ -22,6 +22,7 @@ LAYERS = (
     ("tokenization",),
     ("objectives",),  # reads vocab files through tokenization.vocab
     ("model", "data"),
+    ("checkpoint_input", "state_fingerprint"),  # the checkpoint's input item and checksum
     ("checkpoint",),
     ("interop", "input", "decoding"),
     ("train",),
