@@ -89,7 +89,7 @@ def test_masking_mix_reaches_static_shards(tmp_path, uncased_vocab):
                                 mask_prob=0.9, random_prob=0.2)  # fmt: skip
 
 
-def test_suite_is_deterministic_and_readable_by_the_task_readers(tmp_path):
+def test_suite_is_deterministic_and_readable_by_the_task_readers(tmp_path, uncased_vocab):
     from bert_jax.corpus import embedded
     from bert_jax.tasks import glue, ner, squad
 
@@ -169,6 +169,36 @@ def test_suite_is_deterministic_and_readable_by_the_task_readers(tmp_path):
                 assert start + len(ans["text"]) < blank
             filled = (p["context"][: blank + 1] + texts.pop() + p["context"][blank + 2 :]).lower()
             assert any(filled.endswith(s) for s in sentences_lower), filled
+    # Each task's fine-tuning length: the shortest that cuts none of its examples.
+    _check_fine_tuning_lengths(tmp_path / "a", uncased_vocab)
+
+
+def _check_fine_tuning_lengths(suite_dir: pathlib.Path, uncased_vocab: pathlib.Path) -> None:
+    """The length (a multiple of 32) keeps every train and dev example whole, as the task's
+    own featurizer packs it, and 32 fewer would cut the longest one."""
+    from bert_jax.ablations.task_length import ROUND_TO, fine_tuning_length
+    from bert_jax.tasks import glue, ner
+    from bert_jax.tokenization import FullTokenizer
+
+    tokenizer = FullTokenizer(str(uncased_vocab), do_lower_case=True)
+    for kind in ("sst2", "mrpc", "conll"):
+        where = str(suite_dir / kind)
+        length = fine_tuning_length(kind, where, str(uncased_vocab), cap=512)
+        if kind == "conll":
+            sentences = [s for name in ("train.txt", "valid.txt")
+                         for s in ner.read_conll(f"{where}/{name}")]  # fmt: skip
+            arrays, windows = ner.featurize(sentences, tokenizer, length)
+            assert len(windows) == len(sentences), kind  # none split across windows
+        else:
+            spec = glue.get_spec(kind)
+            examples = [e for split in ("train", *spec.dev_splits)
+                        for e in glue.read_split(spec, where, split)]  # fmt: skip
+            arrays = glue.featurize(spec, examples, tokenizer, length)
+            whole = glue.featurize(spec, examples, tokenizer, 512)["input_mask"].sum(1)
+            assert (arrays["input_mask"].sum(1) == whole).all(), kind
+        longest = int(arrays["input_mask"].sum(1).max())
+        assert length % ROUND_TO == 0 and length - ROUND_TO < longest <= length, (kind, longest)
+    assert fine_tuning_length("squad", "unused", str(uncased_vocab), cap=96) == 96
 
 
 @pytest.mark.slow  # tables 5, fig5, 6 and nsp_sop end to end: about 3 min on 2 idle cores
@@ -260,6 +290,15 @@ def test_quick_run_of_every_table_is_complete_and_resumable(tmp_path, monkeypatc
         str(tmp_path), scale, progress=print
     )._finetune_dir(arm, "mrpc", 0)
     assert longer.pretrain(arm.pretrain) == tmp_path / "pretrain" / arm.pretrain.key  # kept
+    # A task's own epochs name only that task's runs; each run is at its task's length.
+    same = Harness(str(tmp_path), scale, progress=print)
+    conll_only = Harness(str(tmp_path), dataclasses.replace(scale, task_epochs=(("conll", 2.0),)),
+                         progress=print)  # fmt: skip
+    assert conll_only._finetune_dir(arm, "mrpc", 0) == same._finetune_dir(arm, "mrpc", 0)
+    assert conll_only._finetune_dir(arm, "conll", 0) != same._finetune_dir(arm, "conll", 0)
+    for task in ("sst2", "conll", "squad"):
+        config = json.loads((same._finetune_dir(arm, task, 0) / "config.json").read_text())
+        assert config["max_seq_length"] == same.finetune_seq(arm, task) <= scale.seq, task
     # A budget that would read the text too often is refused before it trains (--scale host).
     strict = Harness(str(tmp_path), dataclasses.replace(scale, max_repetition=2.0),
                      progress=print)  # fmt: skip

@@ -52,7 +52,7 @@ HELD_OUT_EVERY = 5
 # Scale fields that are part of each run's directory name (or chosen per table): free to differ.
 _KEYED = ("name", "model", "steps", "seeds", "pretrain_seeds", "sizes", "finetune_epochs",
           "finetune_lr", "finetune_lrs", "finetune_dropout", "warn_repetition",
-          "max_repetition")  # fmt: skip
+          "max_repetition", "task_epochs")  # fmt: skip
 
 
 def shard_objective(objective: str) -> str:
@@ -74,6 +74,7 @@ class Harness:
         self.root = epath.Path(self.workdir)
         self.root.mkdir(parents=True, exist_ok=True)
         self._docs: list[list[str]] | None = None
+        self._seq: dict[str, int] = {}  # per downstream kind
         self._building_depth = 0
         # Inputs are checked before settings.json records them (a typo recorded there would
         # refuse the corrected command) and before any arm starts.
@@ -297,7 +298,22 @@ class Harness:
 
     def _finetune_dir(self, arm: Arm, task: str, seed: int, lr: float | None = None) -> epath.Path:
         lr = self.learning_rate(arm, task) if lr is None else lr
-        return self._arm_dir(arm, task) / budget_subdir(self.scale, lr) / f"seed{seed}"
+        budget = budget_subdir(self.scale, lr, task, self.finetune_seq(arm, task))
+        return self._arm_dir(arm, task) / budget / f"seed{seed}"
+
+    def finetune_seq(self, arm: Arm, task: str) -> int:
+        """The sequence length of `task`'s fine-tuning runs: the longest example's in the
+        workdir's vocab (bert_jax.ablations.task_length); the scale's for a released
+        checkpoint, whose tokenizer is its own."""
+        from bert_jax.ablations.task_length import fine_tuning_length
+
+        kind = task.removesuffix("_feature")
+        if arm.pretrain.checkpoint:
+            return self.scale.seq
+        if kind not in self._seq:
+            cap = self.scale.seq
+            self._seq[kind] = fine_tuning_length(kind, self.task_dir(kind), self.vocab_file(), cap)
+        return self._seq[kind]
 
     def learning_rate(self, arm: Arm, task: str, choose: bool = True) -> float | None:
         """The arm's fine-tuning rate on `task`: the scale's `finetune_lr`, or the one of its
@@ -310,7 +326,9 @@ class Harness:
             return s.finetune_lr
         base = dataclasses.replace(arm, pretrain=dataclasses.replace(arm.pretrain, seed=0))
         among = "-".join(f"{lr:g}" for lr in s.finetune_lrs)
-        budget = f"e{s.finetune_epochs:g}-d{s.finetune_dropout:g}"
+        budget = f"e{s.epochs_for(task):g}-d{s.finetune_dropout:g}"
+        if (seq := self.finetune_seq(arm, task)) != s.seq:
+            budget += f"-s{seq}"
         where = self._arm_dir(base, task) / f"choose-{among}-{budget}"
         choice = where / "choice.json"
         if not choice.exists() and not choose:
@@ -357,8 +375,8 @@ class Harness:
                 dict(
                     data_dir=data_dir, init_checkpoint=str(src), seed=seed,
                     init_checkpoint_step=arm.step or 0,
-                    max_seq_length=s.seq, learning_rate=lr,
-                    num_train_epochs=s.finetune_epochs, train_batch_size=s.finetune_batch,
+                    max_seq_length=self.finetune_seq(arm, task), learning_rate=lr,
+                    num_train_epochs=s.epochs_for(task), train_batch_size=s.finetune_batch,
                     eval_batch_size=64, log_every_steps=10_000, checkpoint_every_steps=10**9,
                     num_devices=1, async_checkpoints=False, dropout=s.finetune_dropout,
                     dtype=s.dtype,

@@ -2,7 +2,7 @@
 harness (bert_jax.ablations.harness) and the TPU plan (bert_jax.ablations.tpu), so a plan's runs
 land where a rerun of the table looks for them:
 
-    finetune/KEY[@STEP]/TASK[+bilstm-hLR]/eEPOCHS-lrLR[-dDROPOUT]/seedS
+    finetune/KEY[@STEP]/TASK[+bilstm-hLR]/eEPOCHS-lrLR[-dDROPOUT][-sSEQ]/seedS
 """
 
 from __future__ import annotations
@@ -18,8 +18,10 @@ def arm_subdir(arm: Arm, task: str) -> str:
     return f"{arm.pretrain.key}{at}/{task}" + (f"+bilstm-h{BILSTM_HEAD_LR:g}" if arm.bilstm else "")
 
 
-def budget_subdir(scale: Scale, learning_rate: float) -> str:
-    """`eEPOCHS-lrLR[-dDROPOUT]`: a new budget reuses the pretraining runs; runs from before
-    fine-tuning dropout was set had none."""
-    budget = f"e{scale.finetune_epochs:g}-lr{learning_rate:g}"
-    return budget + (f"-d{scale.finetune_dropout:g}" if scale.finetune_dropout else "")
+def budget_subdir(scale: Scale, learning_rate: float, task: str, seq: int | None = None) -> str:
+    """`eEPOCHS-lrLR[-dDROPOUT][-sSEQ]`: a new budget reuses the pretraining runs; runs from
+    before fine-tuning dropout was set had none, and runs at the scale's sequence length name
+    none (`seq` shorter: bert_jax.ablations.task_length)."""
+    budget = f"e{scale.epochs_for(task):g}-lr{learning_rate:g}"
+    budget += f"-d{scale.finetune_dropout:g}" if scale.finetune_dropout else ""
+    return budget + (f"-s{seq}" if seq and seq != scale.seq else "")

@@ -105,6 +105,11 @@ def markdown(doc: dict) -> str:
         tail = ["", "Learning rates chosen on the slice of train: " + "; ".join(chosen) + "."]
     else:
         tail = []
+    if budget and (budget.get("task_epochs") or budget.get("seq")):
+        epochs = ", ".join(f"{t} {e:g}" for t, e in budget.get("task_epochs", {}).items())
+        seqs = ", ".join(f"{t} {n}" for t, n in budget.get("seq", {}).items())
+        tail += ["", f"Epochs where a task's differ: {epochs or 'none'}. Fine-tuning sequence "
+                 f"length per task (its longest example, rounded up to 32): {seqs}."]  # fmt: skip
     if doc["baselines"]:
         best = all("best_constant" in b for b in doc["baselines"].values())
         key, name = ("best_constant", "best constant (dev)") if best else ("majority", "majority")

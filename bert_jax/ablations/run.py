@@ -47,6 +47,8 @@ def scale_for(
     overrides = {k: v for k, v in given.items() if v}
     if finetune_lr:  # a rate given is every arm's: none is chosen on a slice of train
         overrides["finetune_lrs"] = ()
+    if finetune_epochs:  # and epochs given are every task's
+        overrides["task_epochs"] = ()
     if model:  # an unknown preset would surface only when the first arm starts pretraining
         from bert_jax.config import preset
 
@@ -167,7 +169,11 @@ def ablate(
         baselines[task] = baselines[task.removesuffix("_feature")]
     budget = None  # a table of intrinsic tasks only fine-tunes nothing
     if kinds:
-        budget = {"epochs": scale.finetune_epochs, "learning_rate": scale.finetune_lr}
+        budget = {"epochs": scale.finetune_epochs, "learning_rate": scale.finetune_lr,
+                  "task_epochs": dict(scale.task_epochs),
+                  # released checkpoints (the calibration's ceiling) keep the scale's length
+                  "seq": {t: harness.finetune_seq(a, t) for a in arms for t in a.tasks
+                          if t not in tables.INTRINSIC and not a.pretrain.checkpoint}}  # fmt: skip
         if scale.finetune_lrs:  # each arm's, per task, chosen on a slice of train
             budget["learning_rate"] = None
             budget["candidates"] = list(scale.finetune_lrs)

@@ -163,7 +163,6 @@ def plan(
             source = f"{workdir}/pretrain/{run.key}"
         if arm.step is not None:  # Figure 5: the phase-1 checkpoint of that step
             source = p1
-        budget = budget_subdir(scale, scale.finetune_lr)
         for task in arm.tasks:
             kind = task.removesuffix("_feature")
             if kind not in FAMILY:  # intrinsic: the pretraining run's own eval metrics
@@ -171,12 +170,13 @@ def plan(
             config = "experiments/configs/" + _FINETUNE_CONFIG[FAMILY[kind]].format(kind=kind)
             extra = {"init_checkpoint": source, "data_dir": tasks.get(kind, f"DATA/{kind}"),
                      "num_seeds": scale.seeds, "learning_rate": scale.finetune_lr,
-                     "num_train_epochs": scale.finetune_epochs,
+                     "num_train_epochs": scale.epochs_for(task),
                      **({"dropout": scale.finetune_dropout} if scale.finetune_dropout else {}),
                      **({"init_checkpoint_step": arm.step} if arm.step is not None else {}),
                      **({"bilstm_size": scale.lstm_size, "head_learning_rate": BILSTM_HEAD_LR}
                         if arm.bilstm else {}),
                      **({"feature_based": True} if task.endswith("_feature") else {})}  # fmt: skip
+            budget = budget_subdir(scale, scale.finetune_lr, task)
             out = f"{workdir}/finetune/{arm_subdir(arm, task)}/{budget}"
             lines.append(f"{on_tpu} bert-jax finetune --config {config} --workdir {out} "
                          f"{_flags(extra)}")  # fmt: skip
