@@ -85,6 +85,9 @@ class _StandIn:
     def task_dir(self, kind) -> str:
         return kind
 
+    def finetune_seq(self, arm, task) -> int:
+        return 64
+
     def masked_lm_check(self, run_) -> None:
         return None
 
