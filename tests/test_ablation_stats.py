@@ -111,6 +111,18 @@ def test_claims_read_verdicts_off_the_intervals():
     assert report.tally(claims.check(doc)) == "2 hold, 3 do not hold, 1 reversed"
 
 
+def test_electra_bars_are_shown_without_a_left_to_right_arm():
+    """Was: the ELECTRA bars' table sat inside the left-to-right one's branch, so the ELECTRA
+    table's md (no LTR arm) never showed its generator and discriminator."""
+    doc = _doc("electra", {"ELECTRA": {"mrpc": [55.0]}}, {})
+    doc["pretraining"] = {"ELECTRA": {"mlm_accuracy": 0.2051, "unigram": 0.0501,
+                                      "context_free": 0.1906, "hidden_accuracy": 0.0673,
+                                      "discriminator_accuracy": 0.8728,
+                                      "always_original": 0.8731}}  # fmt: skip
+    md = report.markdown({**doc, "scale": "cpu", "baselines": {}, "claims": []})
+    assert "| ELECTRA | 0.0673 | 0.0501 | 0.8728 | 0.8731 |" in md
+
+
 def test_calibration_sets_aside_the_claims_on_tasks_without_range():
     from bert_jax.ablations.tables import calibration
     from bert_jax.ablations.tables.compare import NOT_USED, RANDOM_INIT

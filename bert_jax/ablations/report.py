@@ -136,19 +136,19 @@ def markdown(doc: dict) -> str:
         for arm, r in causal.items():
             lines.append(f"| {arm} | {r['lm_accuracy']:.4f} | {r['unigram']:.4f} | "
                          f"{r['lm_accuracy'] - r['unigram']:+.4f} |")  # fmt: skip
-        electra = {a: r for a, r in doc["pretraining"].items() if "discriminator_accuracy" in r}
-        if electra:
-            lines += ["", "ELECTRA: its generator where the input hides the original ([MASK] or "
-                      "a random id; copying cannot score) against the unigram rate, and its "
-                      "discriminator against always answering \"original\".", "",
-                      "| arm | generator, hidden positions | unigram | discriminator | "
-                      "always original |", "|---|---|---|---|---|"]  # fmt: skip
-            for arm, r in electra.items():
-                hidden = r.get("hidden_accuracy")
-                shown = "" if hidden is None else f"{hidden:.4f}"
-                disc, original = r["discriminator_accuracy"], r["always_original"]
-                lines.append(f"| {arm} | {shown} | {r['unigram']:.4f} | {disc:.4f} | "
-                             f"{original:.4f} |")  # fmt: skip
+    electra = {a: r for a, r in doc.get("pretraining", {}).items() if "discriminator_accuracy" in r}
+    if electra:
+        lines += ["", "ELECTRA: its generator where the input hides the original ([MASK] or "
+                  "a random id; copying cannot score) against the unigram rate, and its "
+                  "discriminator against always answering \"original\".", "",
+                  "| arm | generator, hidden positions | unigram | discriminator | "
+                  "always original |", "|---|---|---|---|---|"]  # fmt: skip
+        for arm, r in electra.items():
+            hidden = r.get("hidden_accuracy")
+            shown = "" if hidden is None else f"{hidden:.4f}"
+            disc, original = r["discriminator_accuracy"], r["always_original"]
+            lines.append(f"| {arm} | {shown} | {r['unigram']:.4f} | {disc:.4f} | "
+                         f"{original:.4f} |")  # fmt: skip
     if doc.get("claims"):
         whose = tables.get(doc["table"]).whose
         lines += ["", f"{whose[0].upper()}{whose[1:]} claims at this scale:", ""]
