@@ -33,7 +33,7 @@ from bert_jax.ablations.inputs import (
     released_checkpoint,
     write_docs,
 )
-from bert_jax.ablations.layout import arm_subdir, budget_subdir
+from bert_jax.ablations.layout import arm_subdir, budget_subdir, length_suffix
 from bert_jax.ablations.scales import BILSTM_HEAD_LR, Scale
 from bert_jax.ablations.tables import INTRINSIC, Arm, Pretrain
 from bert_jax.atomic_write import is_local, write_json_atomic
@@ -327,8 +327,7 @@ class Harness:
         base = dataclasses.replace(arm, pretrain=dataclasses.replace(arm.pretrain, seed=0))
         among = "-".join(f"{lr:g}" for lr in s.finetune_lrs)
         budget = f"e{s.epochs_for(task):g}-d{s.finetune_dropout:g}"
-        if (seq := self.finetune_seq(arm, task)) != s.seq:
-            budget += f"-s{seq}"
+        budget += length_suffix(s, self.finetune_seq(arm, task))
         where = self._arm_dir(base, task) / f"choose-{among}-{budget}"
         choice = where / "choice.json"
         if not choice.exists() and not choose:

@@ -24,4 +24,9 @@ def budget_subdir(scale: Scale, learning_rate: float, task: str, seq: int | None
     none (`seq` shorter: bert_jax.ablations.task_length)."""
     budget = f"e{scale.epochs_for(task):g}-lr{learning_rate:g}"
     budget += f"-d{scale.finetune_dropout:g}" if scale.finetune_dropout else ""
-    return budget + (f"-s{seq}" if seq and seq != scale.seq else "")
+    return budget + length_suffix(scale, seq)
+
+
+def length_suffix(scale: Scale, seq: int | None) -> str:
+    """`-sSEQ` for fine-tuning runs shorter than the scale's length; runs at it name none."""
+    return f"-s{seq}" if seq and seq != scale.seq else ""

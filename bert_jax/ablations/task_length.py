@@ -1,8 +1,9 @@
 """How long a downstream task's fine-tuning sequences need to be: the longest of its train and
-dev examples in the arm's word pieces, rounded up to a multiple of 32 and capped at the scale's
-length. Padding beyond it changes no real token's output (the attention mask hides it), so the
-short single-sentence tasks fine-tune at a fraction of the cost of the full length. The span
-task keeps the scale's length: its documents are split with a stride over that window.
+dev examples in the word pieces of the given (uncased) vocab, rounded up to a multiple of 32 and
+capped at the scale's length. Padding beyond it changes no real token's output (the attention
+mask hides it), so the short single-sentence tasks fine-tune at a fraction of the cost of the
+full length. The span task keeps the scale's length: its documents are split with a stride over
+that window.
 
     fine_tuning_length("sst2", "W/suite/sst2", "W/data/vocab/vocab.txt", cap=128)   # e.g. 64
 """
