@@ -176,7 +176,7 @@ def test_suite_is_deterministic_and_readable_by_the_task_readers(tmp_path, uncas
 def _check_fine_tuning_lengths(suite_dir: pathlib.Path, uncased_vocab: pathlib.Path) -> None:
     """The length (a multiple of 32) keeps every train and dev example whole, as the task's
     own featurizer packs it, and 32 fewer would cut the longest one."""
-    from bert_jax.ablations.task_length import ROUND_TO, fine_tuning_length
+    from bert_jax.ablations.task_length import ROUND_TO, fine_tuning_length, released_length
     from bert_jax.tasks import glue, ner
     from bert_jax.tokenization import FullTokenizer
 
@@ -198,6 +198,10 @@ def _check_fine_tuning_lengths(suite_dir: pathlib.Path, uncased_vocab: pathlib.P
             assert (arrays["input_mask"].sum(1) == whole).all(), kind
         longest = int(arrays["input_mask"].sum(1).max())
         assert length % ROUND_TO == 0 and length - ROUND_TO < longest <= length, (kind, longest)
+        # A released checkpoint counts in its own vocab.txt (this one is MiniLM's, uncased by
+        # its tokenizer_config.json); a directory without one keeps the cap.
+        assert released_length(kind, where, uncased_vocab.parent, cap=512) == length, kind
+        assert released_length(kind, where, suite_dir, cap=512) == 512, kind
     assert fine_tuning_length("squad", "unused", str(uncased_vocab), cap=96) == 96
 
 

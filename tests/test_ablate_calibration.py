@@ -75,6 +75,13 @@ def test_calibration_chooses_each_arms_rate_on_train(tmp_path, monkeypatch, tiny
                 "lr_slices/sst2")
         (final,) = runs.glob("e*/seed0")
         assert f"-lr{choice['chosen']:g}" in str(final)
-        assert json.loads((final / "config.json").read_text())["data_dir"].endswith("suite/sst2")
+        config = json.loads((final / "config.json").read_text())
+        assert config["data_dir"].endswith("suite/sst2")
+    # The ceiling's length is counted in its own vocab, and the md says so.
+    (ceiling_run,) = (tmp_path / "finetune/released-MiniLM-L6/sst2").glob("e*/seed0")
+    length = json.loads((ceiling_run / "config.json").read_text())["max_seq_length"]
+    assert doc["finetune"]["released_seq"] == {calibration.CEILING: {"sst2": length}}
+    assert f"{calibration.CEILING}'s lengths, in its own vocab: sst2 {length}." in (
+        tmp_path / "calibration.md").read_text()
     md = (tmp_path / "calibration.md").read_text()
     assert "chosen per task from {0.001, 0.0001}" in md and "best constant (dev)" in md

@@ -74,7 +74,7 @@ class Harness:
         self.root = epath.Path(self.workdir)
         self.root.mkdir(parents=True, exist_ok=True)
         self._docs: list[list[str]] | None = None
-        self._seq: dict[str, int] = {}  # per downstream kind
+        self._seq: dict[tuple[str, str], int] = {}  # per (downstream kind, released checkpoint)
         self._building_depth = 0
         # Inputs are checked before settings.json records them (a typo recorded there would
         # refuse the corrected command) and before any arm starts.
@@ -303,17 +303,19 @@ class Harness:
 
     def finetune_seq(self, arm: Arm, task: str) -> int:
         """The sequence length of `task`'s fine-tuning runs: the longest example's in the
-        workdir's vocab (bert_jax.ablations.task_length); the scale's for a released
-        checkpoint, whose tokenizer is its own."""
-        from bert_jax.ablations.task_length import fine_tuning_length
+        workdir's vocab, or a released checkpoint's own (bert_jax.ablations.task_length)."""
+        from bert_jax.ablations.task_length import fine_tuning_length, released_length
 
         kind = task.removesuffix("_feature")
-        if arm.pretrain.checkpoint:
-            return self.scale.seq
-        if kind not in self._seq:
-            cap = self.scale.seq
-            self._seq[kind] = fine_tuning_length(kind, self.task_dir(kind), self.vocab_file(), cap)
-        return self._seq[kind]
+        key = (kind, arm.pretrain.checkpoint)
+        if key not in self._seq:
+            cap, data = self.scale.seq, self.task_dir(kind)
+            if arm.pretrain.checkpoint:
+                ckpt = released_checkpoint(arm.pretrain.checkpoint)
+                self._seq[key] = released_length(kind, data, ckpt, cap)
+            else:
+                self._seq[key] = fine_tuning_length(kind, data, self.vocab_file(), cap)
+        return self._seq[key]
 
     def learning_rate(self, arm: Arm, task: str, choose: bool = True) -> float | None:
         """The arm's fine-tuning rate on `task`: the scale's `finetune_lr`, or the one of its

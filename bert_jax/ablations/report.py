@@ -110,6 +110,9 @@ def markdown(doc: dict) -> str:
         seqs = ", ".join(f"{t} {n}" for t, n in budget.get("seq", {}).items())
         tail += ["", f"Epochs where a task's differ: {epochs or 'none'}. Fine-tuning sequence "
                  f"length per task (its longest example, rounded up to 32): {seqs}."]  # fmt: skip
+    for arm, row in (budget or {}).get("released_seq", {}).items():
+        seqs = ", ".join(f"{t} {n}" for t, n in row.items())
+        tail += ["", f"{arm}'s lengths, in its own vocab: {seqs}."]
     if doc["baselines"]:
         best = all("best_constant" in b for b in doc["baselines"].values())
         key, name = ("best_constant", "best constant (dev)") if best else ("majority", "majority")

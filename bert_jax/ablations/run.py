@@ -171,9 +171,12 @@ def ablate(
     if kinds:
         budget = {"epochs": scale.finetune_epochs, "learning_rate": scale.finetune_lr,
                   "task_epochs": dict(scale.task_epochs),
-                  # released checkpoints (the calibration's ceiling) keep the scale's length
                   "seq": {t: harness.finetune_seq(a, t) for a in arms for t in a.tasks
                           if t not in tables.INTRINSIC and not a.pretrain.checkpoint}}  # fmt: skip
+        released = {a.name: {t: harness.finetune_seq(a, t) for t in a.tasks
+                             if t not in tables.INTRINSIC} for a in arms if a.pretrain.checkpoint}
+        if released:  # the calibration's ceiling: counted in its own vocab
+            budget["released_seq"] = released
         if scale.finetune_lrs:  # each arm's, per task, chosen on a slice of train
             budget["learning_rate"] = None
             budget["candidates"] = list(scale.finetune_lrs)
