@@ -277,6 +277,11 @@ def test_quick_run_of_every_table_is_complete_and_resumable(tmp_path, monkeypatc
     # Shared runs are trained once: Table 5's No NSP is Figure 5's MLM and Table 6's L1-H64-A2.
     runs = sorted(p.name for p in (tmp_path / "pretrain").iterdir())
     assert len(runs) == 4 + 1 + 1  # 5: 3 + random; 6: one more size; SOP
+    # Each run's time is recorded and summed once per table (the rerun below reads it back).
+    spent = docs["5"]["compute"]
+    assert spent["runs"] == 4 + 5 * 4 and spent["untimed_runs"] == 0, spent  # 4 pretraining
+    assert spent["pretraining_h"] > 0 and spent["finetuning_h"] > 0 and spent["choosing_h"] == 0
+    assert f"Run time, summed over its {spent['runs']} runs (one process each)" in md5
     # Rerun: nothing is retrained or re-fine-tuned, and the table is the same.
     finished = {p: p.stat().st_mtime for p in pathlib.Path(tmp_path).rglob("eval_results.json")}
     messages.clear()

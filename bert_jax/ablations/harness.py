@@ -24,7 +24,7 @@ import numpy as np
 from etils import epath
 
 from bert_jax import objectives
-from bert_jax.ablations import checks, stats, suite
+from bert_jax.ablations import checks, run_time, stats, suite
 from bert_jax.ablations.inputs import (
     FAMILY,
     check_task_dir,
@@ -273,7 +273,7 @@ class Harness:
             self._check_repetition(run)
             self.progress(f"pretraining {run.key}")
             config = self.pretrain_config(run)
-            result = run_pretraining(config, str(wd))
+            result = run_time.timed(wd, lambda: run_pretraining(config, str(wd)))
             result.require_finished(wd, config.train_steps)
             write_json_atomic(wd / "done.json", result.last_eval, sort_keys=True)
         return wd
@@ -327,10 +327,7 @@ class Harness:
         if not s.finetune_lrs or task == "conll_feature":
             return s.finetune_lr
         base = dataclasses.replace(arm, pretrain=dataclasses.replace(arm.pretrain, seed=0))
-        among = "-".join(f"{lr:g}" for lr in s.finetune_lrs)
-        budget = f"e{s.epochs_for(task):g}-d{s.finetune_dropout:g}"
-        budget += length_suffix(s, self.finetune_seq(arm, task))
-        where = self._arm_dir(base, task) / f"choose-{among}-{budget}"
+        where = self._choice_dir(arm, task)
         choice = where / "choice.json"
         if not choice.exists() and not choose:
             return None
@@ -342,6 +339,26 @@ class Harness:
             best = max(s.finetune_lrs, key=lambda lr: scores[f"{lr:g}"])  # ties: the first
             write_json_atomic(choice, {"scores": scores, "chosen": best}, sort_keys=True)
         return float(json.loads(choice.read_text())["chosen"])
+
+    def _choice_dir(self, arm: Arm, task: str) -> epath.Path:
+        """Where the arm's rate for `task` is chosen (on pretraining seed 0's run)."""
+        s = self.scale
+        base = dataclasses.replace(arm, pretrain=dataclasses.replace(arm.pretrain, seed=0))
+        among = "-".join(f"{lr:g}" for lr in s.finetune_lrs)
+        budget = f"e{s.epochs_for(task):g}-d{s.finetune_dropout:g}"
+        budget += length_suffix(s, self.finetune_seq(arm, task))
+        return self._arm_dir(base, task) / f"choose-{among}-{budget}"
+
+    def run_dirs(self, arm: Arm, task: str, seed: int) -> Iterator[tuple[str, epath.Path]]:
+        """(part, directory) of each run a finished job used (bert_jax.ablations.run_time)."""
+        if not arm.pretrain.checkpoint:
+            yield "pretraining", self.root / "pretrain" / arm.pretrain.key
+        if task in INTRINSIC:
+            return
+        if self.scale.finetune_lrs and task != "conll_feature":
+            for lr in self.scale.finetune_lrs:
+                yield "choosing", self._choice_dir(arm, task) / f"lr{lr:g}"
+        yield "finetuning", self._finetune_dir(arm, task, seed)
 
     def train_slice(self, kind: str) -> str:
         """`kind`'s data re-split: the first 80% of its train as train, the rest as dev."""
@@ -392,7 +409,7 @@ class Harness:
                 c.bilstm_size, c.head_learning_rate = s.lstm_size, BILSTM_HEAD_LR
             if task == "conll_feature":  # Table 7's best: concat of the last four layers
                 c.feature_based, c.lstm_size, c.learning_rate = True, s.lstm_size, 1e-3
-            runner.finetune(c, str(out))
+            run_time.timed(out, lambda: runner.finetune(c, str(out)))
         metrics = json.loads(results.read_text())
         if kind == "squad":
             return float(metrics["f1"])

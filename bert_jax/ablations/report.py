@@ -57,11 +57,13 @@ def summarize(values: list[float], paper: float | None) -> dict:
 def write(
     out_dir: str, table: str, scale: str, arms: dict, baselines: dict, finetune: dict | None,
     pretraining: dict | None = None, intervals: dict | None = None,
-    uncalibrated: list[str] | None = None,
+    uncalibrated: list[str] | None = None, compute: dict | None = None,
 ) -> dict:  # fmt: skip
     doc = {"table": table, "scale": scale, "finetune": finetune, "arms": arms,
            "baselines": baselines, "pretraining": pretraining or {},
            "intervals": intervals or {}}  # fmt: skip
+    if compute is not None:  # bert_jax.ablations.run_time
+        doc["compute"] = compute
     if uncalibrated is not None:  # the workdir's calibration table has been run
         doc["uncalibrated"] = uncalibrated
     wiring = scale == "quick"  # claims scored on its numbers would read as findings
@@ -120,6 +122,12 @@ def markdown(doc: dict) -> str:
                for t in tasks]  # fmt: skip
         lines.append(f"| {name} | " + " | ".join(row) + " |")
     lines += tail
+    if c := doc.get("compute"):
+        untimed = (f"; {c['untimed_runs']} of its {c['runs']} runs were made before run times "
+                   "were recorded and are not counted") if c["untimed_runs"] else ""  # fmt: skip
+        lines += ["", f"Run time, summed over its {c['runs']} runs (one process each): "
+                  f"pretraining {c['pretraining_h']:.2f} h, choosing rates "
+                  f"{c['choosing_h']:.2f} h, fine-tuning {c['finetuning_h']:.2f} h{untimed}."]
     masked = {a: r for a, r in doc.get("pretraining", {}).items() if "mlm_accuracy" in r}
     if masked:
         lines += ["", "Held-out masked-LM accuracy after pretraining, against the context-free "

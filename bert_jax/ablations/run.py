@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from etils import epath
 
-from bert_jax.ablations import report, stats, tables
+from bert_jax.ablations import report, run_time, stats, tables
 from bert_jax.ablations.harness import Harness
 from bert_jax.ablations.scales import SCALES, Scale
 from bert_jax.config import shape_dims
@@ -184,8 +184,9 @@ def ablate(
                                          if t not in tables.INTRINSIC} for a in arms}  # fmt: skip
     checks = {a.name: harness.masked_lm_check(a.pretrain) for a in arms if a.step is None}
     pretraining = {name: check for name, check in checks.items() if check is not None}
+    compute = run_time.spent(d for job in jobs for d in harness.run_dirs(*job))
     doc = report.write(workdir, table, scale.name, rows, baselines, budget, pretraining,
-                       pair_intervals(examples), uncalibrated(workdir, table))  # fmt: skip
+                       pair_intervals(examples), uncalibrated(workdir, table), compute)  # fmt: skip
     wrote = f"wrote {workdir}/{table}.json and {table}.md ({time.time() - start:.0f}s)"
     if doc.get("wiring_check"):
         progress(f"{wrote}: {report.WIRING_CHECK}")
