@@ -4,6 +4,8 @@ approximation gives, and claims read their verdicts (holds, reversed, unresolved
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -114,13 +116,18 @@ def test_claims_read_verdicts_off_the_intervals():
 def test_electra_bars_are_shown_without_a_left_to_right_arm():
     """Was: the ELECTRA bars' table sat inside the left-to-right one's branch, so the ELECTRA
     table's md (no LTR arm) never showed its generator and discriminator."""
+    from bert_jax.ablations.checks import binary_entropy
+
     doc = _doc("electra", {"ELECTRA": {"mrpc": [55.0]}}, {})
     doc["pretraining"] = {"ELECTRA": {"mlm_accuracy": 0.2051, "unigram": 0.0501,
                                       "context_free": 0.1906, "hidden_accuracy": 0.0673,
                                       "discriminator_accuracy": 0.8728,
-                                      "always_original": 0.8731}}  # fmt: skip
+                                      "always_original": 0.8731,
+                                      "discriminator_loss": 0.3482,
+                                      "constant_loss": binary_entropy(0.12692)}}  # fmt: skip
     md = report.markdown({**doc, "scale": "cpu", "baselines": {}, "claims": []})
-    assert "| ELECTRA | 0.0673 | 0.0501 | 0.8728 | 0.8731 |" in md
+    assert "| ELECTRA | 0.0673 | 0.0501 | 0.8728 | 0.8731 | 0.3482 | 0.3805 |" in md
+    assert binary_entropy(0.5) == pytest.approx(math.log(2)) and binary_entropy(0.0) == 0.0
 
 
 def test_calibration_sets_aside_the_claims_on_tasks_without_range():

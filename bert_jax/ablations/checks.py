@@ -68,6 +68,15 @@ def _next_token_check(h: Harness, run: Pretrain) -> dict:
     return {"lm_accuracy": final["eval_lm_accuracy"],
             "unigram": json.loads(cached.read_text())["unigram"]}  # fmt: skip
 
+def binary_entropy(p: float) -> float:
+    """The sigmoid cross-entropy (nats) of the best constant answer when a fraction `p` of the
+    tokens is replaced: a discriminator below it has learned something, even while its
+    accuracy at 0.5 stays at always answering "original"."""
+    if not 0.0 < p < 1.0:
+        return 0.0
+    return float(-(p * math.log(p) + (1.0 - p) * math.log(1.0 - p)))
+
+
 def masked_lm_check(h: Harness, run: Pretrain) -> dict | None:
     """A masked-LM run's held-out accuracy next to the context-free predictors' on the same
     masks (bert_jax.objectives.baselines): above `context_free`, the model uses context.
@@ -109,5 +118,10 @@ def masked_lm_check(h: Harness, run: Pretrain) -> dict | None:
             discriminator_accuracy=final["eval_replaced_token_accuracy"],
             always_original=final["eval_replaced_token_baseline"],
         )
+        if "eval_replaced_token_fraction" in final:  # runs from before it was logged lack it
+            check.update(
+                discriminator_loss=final["eval_replaced_token_loss"],
+                constant_loss=binary_entropy(final["eval_replaced_token_fraction"]),
+            )
     return check
 

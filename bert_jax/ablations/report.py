@@ -6,7 +6,8 @@ JSON: {"table": T, "scale": S, "finetune": {"epochs", "learning_rate"} or null,
        "arms": {ARM: {TASK: {"median", "std", "n", "paper"}}},
        "baselines": {TASK: {"majority": m, "best_constant": c, "constant_answer": a}},
        "pretraining": {ARM: {"mlm_accuracy", "unigram", "context_free"}},   (masked-LM arms;
-           ELECTRA adds "hidden_accuracy", "discriminator_accuracy", "always_original";
+           ELECTRA adds "hidden_accuracy", "discriminator_accuracy", "always_original",
+           "discriminator_loss", "constant_loss";
            left-to-right LMs {"lm_accuracy", "unigram"})
        "intervals": {TASK: {"A - B": {"diff", "low", "high", "examples", "runs": [nA, nB]}}},
        "claims": [{"claim", "holds", "detail", "verdict", "interval"}],   (claims.py)
@@ -151,15 +152,18 @@ def markdown(doc: dict) -> str:
     if electra:
         lines += ["", "ELECTRA: its generator where the input hides the original ([MASK] or "
                   "a random id; copying cannot score) against the unigram rate, and its "
-                  "discriminator against always answering \"original\".", "",
+                  "discriminator against always answering \"original\": in accuracy, and in "
+                  "loss against that constant answer's best (the binary entropy of the "
+                  "replaced fraction), which shows learning before accuracy at 0.5 does.", "",
                   "| arm | generator, hidden positions | unigram | discriminator | "
-                  "always original |", "|---|---|---|---|---|"]  # fmt: skip
+                  "always original | discriminator loss | constant's loss |",
+                  "|---|---|---|---|---|---|---|"]  # fmt: skip
         for arm, r in electra.items():
-            hidden = r.get("hidden_accuracy")
-            shown = "" if hidden is None else f"{hidden:.4f}"
-            disc, original = r["discriminator_accuracy"], r["always_original"]
-            lines.append(f"| {arm} | {shown} | {r['unigram']:.4f} | {disc:.4f} | "
-                         f"{original:.4f} |")  # fmt: skip
+            cells = [r.get(k) for k in ("hidden_accuracy", "unigram", "discriminator_accuracy",
+                                        "always_original", "discriminator_loss",
+                                        "constant_loss")]  # fmt: skip
+            shown = ["" if v is None else f"{v:.4f}" for v in cells]
+            lines.append(f"| {arm} | " + " | ".join(shown) + " |")
     if doc.get("claims"):
         whose = tables.get(doc["table"]).whose
         lines += ["", f"{whose[0].upper()}{whose[1:]} claims at this scale:", ""]
