@@ -252,6 +252,13 @@ def source_blocks(source: Source, block_bytes: int) -> Iterator[tuple[int, bytes
         yield b_index, pending
 
 
+def embedded_fingerprints(sources: list[Source]) -> dict[str, object]:
+    """A shard set's stats.json record of the embedded corpus text among `sources` (it varies
+    with package versions): {} when none is embedded."""
+    found = [embedded_fingerprint(src) for src in sources if src.kind == "embedded"]
+    return {"embedded_corpus": found[0] if len(found) == 1 else found} if found else {}
+
+
 def embedded_fingerprint(source: Source) -> dict[str, object]:
     """sha256 of an embedded source's text and the package versions that text comes from."""
     if source.name not in _EMBEDDED_SHA256:  # not read in this process (e.g. Beam workers)

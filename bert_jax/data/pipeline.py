@@ -242,12 +242,6 @@ def run_reference_compat(settings: Settings, sources, output_files: list[str]) -
 # ---------------------------------------------------------------- public API
 
 
-def _embedded_fingerprints(sources: list[text_sources.Source]) -> dict[str, object]:
-    """stats.json's record of the embedded corpus text: it varies with package versions."""
-    embedded = [text_sources.embedded_fingerprint(src) for src in sources if src.kind == "embedded"]
-    return {"embedded_corpus": embedded[0] if len(embedded) == 1 else embedded} if embedded else {}
-
-
 def create_pretraining_data(
     input_files: str | list[str],
     output_dir: str | None,
@@ -382,7 +376,7 @@ def create_pretraining_data(
                 "vocab_size": max(load_vocab(vocab_file).values()) + 1,
             },
             "output_files": [os.fspath(p) for p in output_files],
-            **_embedded_fingerprints(sources),
+            **text_sources.embedded_fingerprints(sources),
         },
     )
     write_text_atomic(stats_dir / "stats.json", stats.dumps(summary))

@@ -17,6 +17,7 @@ for one example per shard is refused and an earlier run's shards are kept.
 
 from __future__ import annotations
 
+import logging
 import os
 
 import numpy as np
@@ -26,7 +27,6 @@ from bert_jax import objectives
 from bert_jax.atomic_write import write_text_atomic
 from bert_jax.corpus import sources as text_sources
 from bert_jax.data import stats as bert_stats
-from bert_jax.data.pipeline import _embedded_fingerprints, log
 from bert_jax.data.shard_outputs import (
     ShardSet,
     remove_other_shard_sets,
@@ -38,6 +38,8 @@ from bert_jax.objectives.base import Seq2SeqObjective
 from bert_jax.objectives.span_corruption import pad_to
 from bert_jax.shards.example import encode
 from bert_jax.tokenization.t5_vocab import T5Vocab
+
+log = logging.getLogger(__name__)
 
 _COUNTERS = ("lines", "invalid_utf8_lines", "long_lines_split", "text_bytes")
 
@@ -190,7 +192,7 @@ def create_seq2seq_data(
             "vocab_size": vocab.size,  # pieces + sentinels; checked by the training run
         },
         "output_files": [os.fspath(p) for p in output_files],
-        **_embedded_fingerprints(sources),
+        **text_sources.embedded_fingerprints(sources),
     }
     write_text_atomic(stats_dir / "stats.json", bert_stats.dumps(summary))
     if output_dir is not None:
