@@ -107,6 +107,23 @@ def test_claims_read_verdicts_off_the_intervals():
                  {"mrpc": {pair_key("80/10/10", "100/0/0"): _d(-2.0, 3.0)}})  # fmt: skip
     (agree,) = [c for c in claims.check(mixes) if "agree" in c["claim"]]
     assert agree["verdict"] == stats.UNRESOLVED  # wider than the paper's 0.1-point spread
+    # Mixes that all answer the constant agree exactly, and that is no evidence: was "holds".
+    flat = _doc("8", {m: {"mrpc": [50.6]} for m in ("80/10/10", "100/0/0", "random init")},
+                {"mrpc": {pair_key("80/10/10", "100/0/0"): _d(0.0, 0.0),
+                          pair_key("80/10/10", "random init"): _d(0.0, 0.0),
+                          pair_key("100/0/0", "random init"): _d(0.0, 0.0)}})  # fmt: skip
+    (agree,) = [c for c in claims.check(flat) if "agree" in c["claim"]]
+    assert agree["verdict"] == stats.UNRESOLVED and "2 of 2 mixes" in agree["detail"]
+    learned = {**flat, "intervals": {"mrpc": {
+        **flat["intervals"]["mrpc"], pair_key("80/10/10", "random init"): _d(1.0, 3.0),
+        pair_key("100/0/0", "random init"): _d(0.5, 2.5)}}}  # fmt: skip
+    (agree,) = [c for c in claims.check(learned) if "agree" in c["claim"]]
+    assert agree["verdict"] == stats.HOLDS  # both learned it, and within the paper's spread
+    no_random = _doc("8", {m: {"conll_feature": [15.0]} for m in ("80/10/10", "100/0/0")},
+                     {"conll_feature": {pair_key("80/10/10", "100/0/0"): _d(0.0, 0.0)}})
+    no_random["baselines"] = {"conll_feature": {"best_constant": 17.56}}
+    (agree,) = [c for c in claims.check(no_random) if "agree" in c["claim"]]
+    assert agree["verdict"] == stats.UNRESOLVED  # below the best constant, no random init
     md = report.markdown({**doc, "scale": "cpu", "baselines": {}, "claims": claims.check(doc)})
     assert "- reversed: MLM (No NSP) beats LTR & No NSP on conll" in md
     # Claims on pairs without intervals (median rule) count apart from the verdicts.

@@ -54,6 +54,17 @@ def _agree_by_intervals(doc: dict, task: str, mixes: list[str]) -> Claim:
     }  # fmt: skip
 
 
+def _learned(doc: dict, arm: str, task: str) -> bool | None:
+    """Whether `arm` learned `task` at all: its interval over random init above 0 where the
+    table has both, else its median above the scored split's best constant; None when the
+    document has neither."""
+    if (d := interval(doc, arm, RANDOM_INIT, task)) is not None:
+        return d["low"] > 0
+    best = doc.get("baselines", {}).get(task, {}).get("best_constant")
+    c = cell(doc, arm, task)
+    return None if best is None or c is None else c["median"] > best
+
+
 def claims(doc: dict) -> Iterator[Claim]:
     """The paper's mixes lie within 0.8 (MNLI), 0.5 (NER) and 0.9 (feature-based NER) points:
     here every pairwise interval against that spread, or (documents without intervals) the
@@ -68,6 +79,16 @@ def claims(doc: dict) -> Iterator[Claim]:
         having = [a for a in mixes if cell(doc, a, task) is not None]
         if (unused := not_used(doc, task, f"the masking mixes agree on {task}")) is not None:
             yield unused
+            continue
+        # Mixes that all answer a constant agree to the last example: no evidence.
+        if idle := [a for a in having if _learned(doc, a, task) is False]:
+            yield {
+                "claim": f"the masking mixes agree on {task}", "holds": False,
+                "verdict": stats.UNRESOLVED,
+                "detail": f"{len(idle)} of {len(having)} mixes ({', '.join(idle)}) are not "
+                          f"above random init (or, without it, the best constant) on {task}: "
+                          "agreement among models that did not learn the task is no evidence",
+            }  # fmt: skip
             continue
         if (judged := _agree_by_intervals(doc, task, having)) is not None:
             yield judged
