@@ -23,3 +23,15 @@ def test_a_busy_start_up_probe_is_replaced_by_later_ones():
     assert fast / tracker.update(fast) == 1.0 and tracker.step_beat_probes
     text = tracker.describe()
     assert "best FLOP/s seen" in text and "re-probed every 60 s" in text
+
+
+def test_tokens_per_step_of_a_tagger_over_precomputed_features():
+    """Was 1 token per sequence: with no input_ids, the count fell back to the batch size, so a
+    feature-based tagger's tokens/s were its sequences/s."""
+    from types import SimpleNamespace
+
+    from bert_jax.tasks.feature_ner import FeatureTaggingTask
+    from bert_jax.train.loop import _tokens_per_step
+
+    task = FeatureTaggingTask(512, 9, 32, 64, 128)
+    assert _tokens_per_step(SimpleNamespace(task=task)) == 32 * 64

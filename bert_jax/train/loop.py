@@ -115,8 +115,9 @@ def _tokens_per_step(trainer: Trainer) -> int:
     per_task = getattr(trainer.task, "tokens_per_step", None)
     if per_task is not None:  # e.g. seq2seq: input plus target tokens
         return int(per_task(next(iter(shapes.values())).shape[0]))
-    if "input_ids" in shapes:
-        return int(np.prod(shapes["input_ids"].shape))
+    for key in ("input_ids", "input_mask"):  # a tagger over precomputed features has no ids
+        if key in shapes:
+            return int(np.prod(shapes[key].shape))
     return next(iter(shapes.values())).shape[0]
 
 
