@@ -68,6 +68,7 @@ def _next_token_check(h: Harness, run: Pretrain) -> dict:
     return {"lm_accuracy": final["eval_lm_accuracy"],
             "unigram": json.loads(cached.read_text())["unigram"]}  # fmt: skip
 
+
 def binary_entropy(p: float) -> float:
     """The sigmoid cross-entropy (nats) of the best constant answer when a fraction `p` of the
     tokens is replaced: a discriminator below it has learned something, even while its

@@ -62,6 +62,11 @@ def shard_objective(objective: str) -> str:
     return {"swapped_pairs": "sop", "packed": "full_sentences"}.get(pairing, "nsp")
 
 
+def _on_seed0(arm: Arm) -> Arm:
+    """`arm` on its pretraining seed 0, where its learning rates are chosen."""
+    return dataclasses.replace(arm, pretrain=dataclasses.replace(arm.pretrain, seed=0))
+
+
 @dataclasses.dataclass
 class Harness:
     workdir: str
@@ -326,7 +331,7 @@ class Harness:
         s = self.scale
         if not s.finetune_lrs or task == "conll_feature":
             return s.finetune_lr
-        base = dataclasses.replace(arm, pretrain=dataclasses.replace(arm.pretrain, seed=0))
+        base = _on_seed0(arm)
         where = self._choice_dir(arm, task)
         choice = where / "choice.json"
         if not choice.exists() and not choose:
@@ -343,11 +348,10 @@ class Harness:
     def _choice_dir(self, arm: Arm, task: str) -> epath.Path:
         """Where the arm's rate for `task` is chosen (on pretraining seed 0's run)."""
         s = self.scale
-        base = dataclasses.replace(arm, pretrain=dataclasses.replace(arm.pretrain, seed=0))
         among = "-".join(f"{lr:g}" for lr in s.finetune_lrs)
         budget = f"e{s.epochs_for(task):g}-d{s.finetune_dropout:g}"
         budget += length_suffix(s, self.finetune_seq(arm, task))
-        return self._arm_dir(base, task) / f"choose-{among}-{budget}"
+        return self._arm_dir(_on_seed0(arm), task) / f"choose-{among}-{budget}"
 
     def run_dirs(self, arm: Arm, task: str, seed: int) -> Iterator[tuple[str, epath.Path]]:
         """(part, directory) of each run a finished job used (bert_jax.ablations.run_time)."""

@@ -59,7 +59,7 @@ def _learned(doc: dict, arm: str, task: str) -> bool | None:
     table has both, else its median above the scored split's best constant; None when the
     document has neither."""
     if (d := interval(doc, arm, RANDOM_INIT, task)) is not None:
-        return d["low"] > 0
+        return stats.verdict(d) == stats.HOLDS
     best = doc.get("baselines", {}).get(task, {}).get("best_constant")
     c = cell(doc, arm, task)
     return None if best is None or c is None else c["median"] > best
