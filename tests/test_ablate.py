@@ -272,6 +272,17 @@ def test_quick_run_of_every_table_is_complete_and_resumable(tmp_path, monkeypatc
     assert docs["nsp_sop"]["finetune"] is None and docs["6"]["finetune"]["epochs"] == 1
     for name, row in docs["nsp_sop"]["arms"].items():
         assert set(row) == {"nsp", "sop"}, name
+    # Every arm's pair head is scored on the same held-out pairs, so its claims get intervals.
+    for task in ("nsp", "sop"):
+        kept = {f.parent.name.split("-")[0]: json.loads(f.read_text())
+                for f in (tmp_path / "pretrain").glob(f"*/pair_rows_{task}.json")}  # fmt: skip
+        assert set(kept) == {"mlm", "mlm_nsp", "mlm_sop"}, kept.keys()
+        labels = kept["mlm"]["labels"]
+        assert labels and all(k["labels"] == labels for k in kept.values()), task
+        assert set(docs["nsp_sop"]["intervals"][task]) == {"none - NSP", "none - SOP", "NSP - SOP"}
+        correct = kept["mlm_nsp"]["correct"]
+        assert set(correct) <= {0, 1} and docs["nsp_sop"]["arms"]["NSP"][task][
+            "median"] == pytest.approx(100 * sum(correct) / len(correct))
     assert (tmp_path / "fig5.png").stat().st_size > 1000
     assert (tmp_path / "6.png").stat().st_size > 1000
     # Shared runs are trained once: Table 5's No NSP is Figure 5's MLM and Table 6's L1-H64-A2.

@@ -13,6 +13,8 @@ import math
 from typing import Any
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 
 from bert_jax import families, objectives
 from bert_jax.ablations.tables import Arm, Pretrain
@@ -27,23 +29,55 @@ from bert_jax.train import build_trainer, make_mesh
 Harness = Any
 
 
+# Intrinsic tasks scored per held-out pair, so that arms compare on the same pairs.
+PAIR_TASKS = ("nsp", "sop")
+
+
 def intrinsic(h: Harness, arm: Arm, task: str) -> float:
     """`mlm_ppl`: exp of the held-out masked-LM loss; `nsp` / `sop`: accuracy x 100 of the
-    model's own sentence head on held-out NSP / SOP pairs (a model pretrained without one
-    gets a freshly initialised head: chance by construction, as ALBERT's "none" row)."""
-    wd = h.pretrain(arm.pretrain)
+    model's own sentence head on held-out NSP / SOP pairs (`pair_rows`)."""
     if task == "mlm_ppl":
-        final = json.loads((wd / "done.json").read_text())
+        final = json.loads((h.pretrain(arm.pretrain) / "done.json").read_text())
         return math.exp(final["eval_masked_lm_loss"])
-    objective = {"nsp": "mlm_nsp", "sop": "mlm_sop"}[task]
-    cfg = h.pretrain_config(dataclasses.replace(arm.pretrain, objective=objective))
-    bert_config, params = restore_params(str(wd))
-    eval_task = pretraining_task(cfg, bert_config)
-    trainer = build_trainer(cfg, eval_task, make_mesh(cfg.mesh, jax.devices()[:1]))
-    fresh = trainer.init_state().params
-    metrics = eval_task.evaluate(trainer, graft_encoder(fresh, params))
-    head = objectives.get(objective).sentence_head
-    return 100.0 * metrics[f"{head}_accuracy"]
+    return 100.0 * float(pair_rows(h, arm, task).mean())
+
+
+def pair_rows(h: Harness, arm: Arm, task: str) -> np.ndarray:
+    """N x 1: 1 where the model's own sentence head is right on held-out NSP / SOP pair n (a
+    model pretrained without one gets a freshly initialised head: chance by construction, as
+    ALBERT's "none" row). The pairs are all of the held-out shards' (not only the first
+    `max_eval_steps` batches that the pretraining run's own evaluation reads), in order, the
+    same for every arm, so the rows feed the paired bootstrap (stats.py). Kept with the gold
+    labels in the run's pair_rows_<task>.json."""
+    wd = h.pretrain(arm.pretrain)
+    cached = wd / f"pair_rows_{task}.json"
+    if not cached.exists():
+        objective = {"nsp": "mlm_nsp", "sop": "mlm_sop"}[task]
+        cfg = h.pretrain_config(dataclasses.replace(arm.pretrain, objective=objective))
+        bert_config, params = restore_params(str(wd))
+        eval_task = pretraining_task(cfg, bert_config)
+        trainer = build_trainer(cfg, eval_task, make_mesh(cfg.mesh, jax.devices()[:1]))
+        params = graft_encoder(trainer.init_state().params, params)
+
+        @jax.jit
+        def predict(params: Any, batch: dict) -> jax.Array:
+            out = eval_task.model.apply({"params": params}, **eval_task.model_inputs(batch),
+                                        deterministic=True)  # fmt: skip
+            return jnp.argmax(out.nsp_logits, -1)
+
+        labels: list[int] = []
+        correct: list[int] = []
+        for batch in eval_task.eval_input(trainer):
+            host = jax.device_get(batch)
+            real_B = np.asarray(host["example_mask"]).astype(bool)
+            gold_B = np.asarray(host["next_sentence_labels"]).reshape(-1)[real_B]
+            inputs = {k: batch[k] for k in trainer.batch_shardings}
+            pred_B = np.asarray(jax.device_get(predict(params, inputs))).reshape(-1)[real_B]
+            labels += gold_B.tolist()
+            correct += (pred_B == gold_B).astype(int).tolist()
+        write_json_atomic(cached, {"labels": labels, "correct": correct})
+    return np.asarray(json.loads(cached.read_text())["correct"], np.float64)[:, None]
+
 
 def _next_token_check(h: Harness, run: Pretrain) -> dict:
     """A left-to-right LM's held-out next-token accuracy against always answering the most
@@ -125,4 +159,3 @@ def masked_lm_check(h: Harness, run: Pretrain) -> dict | None:
                 constant_loss=binary_entropy(final["eval_replaced_token_fraction"]),
             )
     return check
-

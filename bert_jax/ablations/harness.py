@@ -419,8 +419,11 @@ class Harness:
             return float(metrics["f1"])
         return 100.0 * float(metrics["f1" if kind == "conll" else "accuracy"])
 
-    def example_rows(self, arm: Arm, task: str, seed: int) -> np.ndarray:
-        """Per-example statistics of a finished fine-tuning run's dev predictions (stats.py)."""
+    def example_rows(self, arm: Arm, task: str, seed: int) -> np.ndarray | None:
+        """Per-example statistics of a finished fine-tuning run's dev predictions (stats.py),
+        or of the pretrained model's own pair head (checks.pair_rows); None for perplexity."""
+        if task in INTRINSIC:
+            return checks.pair_rows(self, arm, task) if task in checks.PAIR_TASKS else None
         kind = task.removesuffix("_feature")
         run = self._finetune_dir(arm, task, seed)
         return stats.example_rows(kind, self.task_dir(kind), str(run))

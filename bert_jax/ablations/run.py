@@ -156,8 +156,7 @@ def ablate(
     examples: dict[str, dict[str, list]] = {}  # arm -> task -> per-run example rows
     for (arm, task, seed), value in zip(jobs, values, strict=True):
         scores.setdefault(arm.name, {}).setdefault(task, []).append(value)
-        if task not in tables.INTRINSIC:
-            rows_ = harness.example_rows(arm, task, seed)
+        if (rows_ := harness.example_rows(arm, task, seed)) is not None:
             examples.setdefault(arm.name, {}).setdefault(task, []).append(rows_)
     rows = {
         arm: {t: report.summarize(v, spec.paper_number(arm, t)) for t, v in row.items()}

@@ -12,6 +12,7 @@ of the sentence loss).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from typing import Any
 
 import jax
@@ -116,15 +117,11 @@ class PretrainingTask:
             pack_sequences=self.pack_sequences,
         )
 
-    def evaluate(self, trainer: Any, params: Any) -> dict[str, float]:
-        """Metrics over (at most `max_eval_steps` batches of) the held-out shards, weighted as the
-        reference's tf.metrics: token metrics by the predicted tokens, sentence metrics by real
-        examples."""
-        from bert_jax.objectives import losses
-
-        if not self.eval_files:
-            return {}
-        data = EvalInput(
+    def eval_input(self, trainer: Any) -> EvalInput:
+        """One ordered pass over the held-out shards: the same examples, in the same order, for
+        every model that reads them (masks drawn with `seed`). `evaluate` scores the first
+        `max_eval_steps` batches."""
+        return EvalInput(
             self.eval_files,
             self.eval_batch_size or self.global_batch_size,
             self.max_seq_length,
@@ -136,12 +133,19 @@ class PretrainingTask:
             vocab_size=self.bert_config.vocab_size,
             pack_sequences=self.pack_sequences,
         )
+
+    def evaluate(self, trainer: Any, params: Any) -> dict[str, float]:
+        """Metrics over (at most `max_eval_steps` batches of) the held-out shards, weighted as the
+        reference's tf.metrics: token metrics by the predicted tokens, sentence metrics by real
+        examples."""
+        from bert_jax.objectives import losses
+
+        if not self.eval_files:
+            return {}
         keys = list(trainer.batch_shardings)
         sums: dict[str, float] = {}
         weights: dict[str, float] = {}
-        for i, batch in enumerate(data):
-            if i >= self.max_eval_steps:
-                break
+        for batch in itertools.islice(self.eval_input(trainer), self.max_eval_steps):
             m = jax.device_get(trainer.eval_step(params, {k: batch[k] for k in keys}))
             w_tokens = self.spec.predicted_tokens(jax.device_get(batch))
             w_ex = float(np.sum(jax.device_get(

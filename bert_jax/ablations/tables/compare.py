@@ -43,9 +43,12 @@ def paper_effect(a: dict, b: dict) -> float | None:
     return float(a["paper"]) - float(b["paper"])
 
 
-def judged(claim: str, d: dict, effect: float | None, prefix: str) -> Claim:
-    """A claim judged by the interval `d` of (the claimed winner - the other)."""
-    verdict = stats.verdict(d, effect)
+def judged(
+    claim: str, d: dict, effect: float | None, prefix: str, verdict: str | None = None
+) -> Claim:
+    """A claim judged by the interval `d` of (the claimed winner - the other): by
+    stats.verdict, unless the claim brings its own `verdict` of that interval."""
+    verdict = verdict or stats.verdict(d, effect)
     detail = (f"{prefix}difference {d['diff']:+.2f}, 95% interval [{d['low']:+.2f}, "
               f"{d['high']:+.2f}] over {d['examples']} examples and {d['runs'][0]} x "
               f"{d['runs'][1]} runs")  # fmt: skip

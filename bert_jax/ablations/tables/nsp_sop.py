@@ -5,14 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from bert_jax.ablations import stats
 from bert_jax.ablations.scales import Scale
 from bert_jax.ablations.tables.base import Arm, Claim, Pretrain, Table
-from bert_jax.ablations.tables.compare import cell
+from bert_jax.ablations.tables.compare import cell, interval, judged, paper_effect
 
 # ALBERT Table 5 (none 52.4/53.3, NSP 90.5/52.0, SOP 78.9/86.5): "near chance" is within this
 # many points of the "none" arm (a freshly initialised head), "well above" beyond.
 NEAR_CHANCE_POINTS = 5.0
 _TASKS = ("nsp", "sop")
+_FRESH = "the fresh head of the model pretrained without a pair loss"
 
 
 def arms(scale: Scale) -> list[Arm]:
@@ -24,20 +26,44 @@ def arms(scale: Scale) -> list[Arm]:
     ]
 
 
+def _within(claim: str, d: dict, prefix: str) -> Claim:
+    """A "near chance" claim by the interval of (arm - none): *holds* when all of it lies within
+    NEAR_CHANCE_POINTS of 0, *reversed* when all of it lies beyond, else unresolved."""
+    bound = NEAR_CHANCE_POINTS
+    if -bound <= d["low"] and d["high"] <= bound:
+        verdict = stats.HOLDS
+    elif d["low"] > bound or d["high"] < -bound:
+        verdict = stats.REVERSED
+    else:
+        verdict = stats.UNRESOLVED
+    return judged(claim, d, None, prefix, verdict)
+
+
 def _vs_none(doc: dict, arm: str, task: str, near: bool) -> Claim:
+    """The arm's own head against "none"'s fresh one on `task`'s pairs: by the paired interval
+    over held-out pairs and pretraining seeds when the document has one, else (documents from
+    before) by the medians and the NEAR_CHANCE_POINTS threshold."""
     a, none = cell(doc, arm, task), cell(doc, "none", task)
     if a is None or none is None:
         return None
+    medians = f"{a['median']:.2f} vs {none['median']:.2f}"
+    how = "near chance" if near else "well above chance"
+    if (d := interval(doc, arm, "none", task)) is not None:
+        if near:
+            claim = (f"the {arm} model is {how} on {task} pairs (its difference from {_FRESH} "
+                     f"within {NEAR_CHANCE_POINTS:g} points)")  # fmt: skip
+            return _within(claim, d, f"{medians}: ")
+        claim = f"the {arm} model is {how} on {task} pairs (ahead of {_FRESH})"
+        return judged(claim, d, paper_effect(a, none), f"{medians}: ")
     gap = a["median"] - none["median"]
     holds = abs(gap) <= NEAR_CHANCE_POINTS if near else gap > NEAR_CHANCE_POINTS
-    how = "near chance" if near else "well above chance"
     bound = "within" if near else "more than"
     relation = "of" if near else "above"
     return {
         "claim": f"the {arm} model is {how} on {task} pairs ({bound} {NEAR_CHANCE_POINTS:g} "
-        f"points {relation} the fresh head of the model pretrained without a pair loss)",
+        f"points {relation} {_FRESH})",
         "holds": bool(holds),
-        "detail": f"{a['median']:.2f} vs {none['median']:.2f} ({gap:+.2f})",
+        "detail": f"{medians} ({gap:+.2f})",
     }
 
 
