@@ -280,6 +280,8 @@ def test_quick_run_of_every_table_is_complete_and_resumable(tmp_path, monkeypatc
         labels = kept["mlm"]["labels"]
         assert labels and all(k["labels"] == labels for k in kept.values()), task
         assert set(docs["nsp_sop"]["intervals"][task]) == {"none - NSP", "none - SOP", "NSP - SOP"}
+        ones = 100 * sum(labels) / len(labels)  # the best constant answer on these pairs
+        assert docs["nsp_sop"]["baselines"][task]["best_constant"] == max(ones, 100 - ones)
         correct = kept["mlm_nsp"]["correct"]
         assert set(correct) <= {0, 1} and docs["nsp_sop"]["arms"]["NSP"][task][
             "median"] == pytest.approx(100 * sum(correct) / len(correct))

@@ -15,6 +15,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from etils import epath
 
 from bert_jax import families, objectives
 from bert_jax.ablations.tables import Arm, Pretrain
@@ -49,6 +50,12 @@ def pair_rows(h: Harness, arm: Arm, task: str) -> np.ndarray:
     `max_eval_steps` batches that the pretraining run's own evaluation reads), in order, the
     same for every arm, so the rows feed the paired bootstrap (stats.py). Kept with the gold
     labels in the run's pair_rows_<task>.json."""
+    scored = json.loads(_scored_pairs(h, arm, task).read_text())
+    return np.asarray(scored["correct"], np.float64)[:, None]
+
+
+def _scored_pairs(h: Harness, arm: Arm, task: str) -> epath.Path:
+    """pair_rows_<task>.json of the arm's run ({"labels", "correct"}), made on first use."""
     wd = h.pretrain(arm.pretrain)
     cached = wd / f"pair_rows_{task}.json"
     if not cached.exists():
@@ -76,7 +83,18 @@ def pair_rows(h: Harness, arm: Arm, task: str) -> np.ndarray:
             labels += gold_B.tolist()
             correct += (pred_B == gold_B).astype(int).tolist()
         write_json_atomic(cached, {"labels": labels, "correct": correct})
-    return np.asarray(json.loads(cached.read_text())["correct"], np.float64)[:, None]
+    return cached
+
+
+def pair_baselines(h: Harness, arm: Arm, task: str) -> dict:
+    """The best constant answer on the held-out pairs `pair_rows` scores (x 100; label 1 =
+    random next / swapped, 0 = the text's own order). A fresh head often gives every pair
+    one label, so the "none" arm sits at this or at its complement. `majority` is the same
+    number: the pairs have no other split."""
+    labels = json.loads(_scored_pairs(h, arm, task).read_text())["labels"]
+    ones = 100.0 * sum(labels) / len(labels)
+    best, answer = max((100.0 - ones, "0"), (ones, "1"))
+    return {"majority": best, "best_constant": best, "constant_answer": answer}
 
 
 def _next_token_check(h: Harness, run: Pretrain) -> dict:

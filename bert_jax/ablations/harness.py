@@ -434,6 +434,10 @@ class Harness:
         return {"majority": stats.majority_baseline(self.task_dir(kind), kind),
                 "best_constant": best["score"], "constant_answer": best["answer"]}  # fmt: skip
 
+    def pair_baselines(self, arm: Arm, task: str) -> dict:
+        """The constant answers' scores on the held-out NSP / SOP pairs (checks.pair_rows)."""
+        return checks.pair_baselines(self, arm, task)
+
     def intrinsic(self, arm: Arm, task: str) -> float:
         """A task scored on the pretrained model itself (bert_jax.ablations.checks)."""
         return checks.intrinsic(self, arm, task)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from etils import epath
 
 from bert_jax.ablations import report, run_time, stats, tables
+from bert_jax.ablations.checks import PAIR_TASKS
 from bert_jax.ablations.harness import Harness
 from bert_jax.ablations.scales import SCALES, Scale
 from bert_jax.config import shape_dims
@@ -166,6 +167,9 @@ def ablate(
     baselines = {k: harness.baselines(k) for k in sorted(kinds)}
     for task in [t for a in arms for t in a.tasks if t.endswith("_feature")]:
         baselines[task] = baselines[task.removesuffix("_feature")]
+    # The held-out pairs are every arm's: one arm's labels give the pair tasks' constants.
+    for task, arm in {t: a for a in arms for t in a.tasks if t in PAIR_TASKS}.items():
+        baselines[task] = harness.pair_baselines(arm, task)
     budget = None  # a table of intrinsic tasks only fine-tunes nothing
     if kinds:
         budget = {"epochs": scale.finetune_epochs, "learning_rate": scale.finetune_lr,
