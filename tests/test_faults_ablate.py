@@ -89,8 +89,10 @@ class _StandIn:
     def finetune_seq(self, arm, task) -> int:
         return 64
 
-    def masked_lm_check(self, run_) -> None:
-        return None
+    def masked_lm_check(self, run_) -> dict | None:  # each pretraining run its own accuracy
+        if not run_.steps:
+            return None
+        return {"mlm_accuracy": 0.3 + run_.seed / 100, "unigram": 0.05, "context_free": 0.13}
 
     def run_dirs(self, arm, task, seed):  # no runs on disk: every one untimed
         yield "finetuning", epath.Path("/nonexistent") / arm.name / task / str(seed)
@@ -123,6 +125,9 @@ def test_quick_table_is_a_wiring_check_not_a_score_of_claims(tmp_path, monkeypat
                                      "at this scale")  # fmt: skip
         assert all(c["verdict"] == "unresolved at this scale" for c in doc["claims"])
         assert "wiring check" not in md
+        # every pretraining run is read against its bar, the second seed's too
+        assert doc["pretraining"]["BERT, pretraining seed 1"]["mlm_accuracy"] == 0.31
+        assert "| BERT, pretraining seed 1 | 0.3100 |" in md and "| BERT | 0.3000 |" in md
 
 
 def test_the_command_line_reaches_each_scale_field():

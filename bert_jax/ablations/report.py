@@ -5,7 +5,8 @@ JSON: {"table": T, "scale": S, "finetune": {"epochs", "learning_rate"} or null,
            "chosen": {ARM: {TASK: LR}})
        "arms": {ARM: {TASK: {"median", "std", "n", "paper"}}},
        "baselines": {TASK: {"majority": m, "best_constant": c, "constant_answer": a}},
-       "pretraining": {ARM: {"mlm_accuracy", "unigram", "context_free"}},   (masked-LM arms;
+       "pretraining": {ARM: {"mlm_accuracy", "unigram", "context_free"}},   (masked-LM arms,
+           one entry per pretraining run: "ARM, pretraining seed P" for seeds after the first;
            ELECTRA adds "hidden_accuracy", "discriminator_accuracy", "always_original",
            "discriminator_loss", "constant_loss";
            left-to-right LMs {"lm_accuracy", "unigram"})

@@ -185,7 +185,9 @@ def ablate(
             budget["candidates"] = list(scale.finetune_lrs)
             budget["chosen"] = {a.name: {t: harness.learning_rate(a, t) for t in a.tasks
                                          if t not in tables.INTRINSIC} for a in arms}  # fmt: skip
-    checks = {a.name: harness.masked_lm_check(a.pretrain) for a in arms if a.step is None}
+    checks = {pretraining_name(a, p): harness.masked_lm_check(seeded(a, p).pretrain)
+              for a in arms if a.step is None
+              for p in range(1 if a.pretrain.checkpoint else scale.pretrain_seeds)}  # fmt: skip
     pretraining = {name: check for name, check in checks.items() if check is not None}
     compute = run_time.spent(d for job in jobs for d in harness.run_dirs(*job))
     doc = report.write(workdir, table, scale.name, rows, baselines, budget, pretraining,
@@ -217,6 +219,11 @@ def seeded(arm: tables.Arm, pretrain_seed: int) -> tables.Arm:
     return dataclasses.replace(
         arm, pretrain=dataclasses.replace(arm.pretrain, seed=pretrain_seed)
     )
+
+
+def pretraining_name(arm: tables.Arm, pretrain_seed: int) -> str:
+    """The row naming `arm`'s pretraining run of seed `pretrain_seed` in the no-context bars."""
+    return arm.name if not pretrain_seed else f"{arm.name}, pretraining seed {pretrain_seed}"
 
 
 def pair_intervals(examples: dict[str, dict[str, list]]) -> dict[str, dict[str, dict]]:
