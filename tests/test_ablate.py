@@ -279,7 +279,9 @@ def test_quick_run_of_every_table_is_complete_and_resumable(tmp_path, monkeypatc
         assert set(kept) == {"mlm", "mlm_nsp", "mlm_sop"}, kept.keys()
         labels = kept["mlm"]["labels"]
         assert labels and all(k["labels"] == labels for k in kept.values()), task
-        assert set(docs["nsp_sop"]["intervals"][task]) == {"none - NSP", "none - SOP", "NSP - SOP"}
+        pairs = {"none - NSP", "none - SOP", "NSP - SOP"}  # and each against the constant
+        pairs |= {f"{arm} - best constant" for arm in ("none", "NSP", "SOP")}
+        assert set(docs["nsp_sop"]["intervals"][task]) == pairs
         ones = 100 * sum(labels) / len(labels)  # the best constant answer on these pairs
         assert docs["nsp_sop"]["baselines"][task]["best_constant"] == max(ones, 100 - ones)
         correct = kept["mlm_nsp"]["correct"]

@@ -52,35 +52,37 @@ def test_nsp_sop_claims_read_against_the_fresh_head():
     assert len(failed) == 1 and failed[0].startswith("the SOP model is well above chance on nsp")
 
 
-def test_nsp_sop_claims_read_by_their_intervals_when_the_document_has_them():
-    doc = _doc("nsp_sop", {"none": {"nsp": [55.0, 56.0], "sop": [57.0, 58.0]},
+def test_nsp_sop_claims_read_by_their_intervals_against_the_best_constant():
+    doc = _doc("nsp_sop", {"none": {"nsp": [53.0, 47.0], "sop": [57.0, 43.0]},
                            "NSP": {"nsp": [72.0, 70.0], "sop": [55.0, 56.0]},
                            "SOP": {"nsp": [50.0, 51.0], "sop": [64.0, 62.0]}})  # fmt: skip
+    doc["baselines"] = {"nsp": {"best_constant": 53.0}, "sop": {"best_constant": 57.1}}
 
     def diff(low: float, high: float) -> dict:
         return {"diff": (low + high) / 2, "low": low, "high": high, "examples": 640,
-                "runs": [2, 2]}  # fmt: skip
+                "runs": [2, 1]}  # fmt: skip
 
     doc["intervals"] = {
-        "nsp": {"none - NSP": diff(-20.0, -12.0), "none - SOP": diff(1.0, 9.0)},
-        "sop": {"none - NSP": diff(-1.0, 6.0), "none - SOP": diff(-9.0, -3.0)},
+        "nsp": {"NSP - best constant": diff(12.0, 20.0), "SOP - best constant": diff(-9.0, -1.0)},
+        "sop": {"NSP - best constant": diff(-6.0, 1.0), "SOP - best constant": diff(3.0, 9.0)},
     }
     got = {c["claim"].split(" (")[0]: c for c in claims.check(doc)}
     assert {k: c["verdict"] for k, c in got.items()} == {
         "the NSP model is well above chance on nsp pairs": "holds",  # [+12, +20] above 0
-        # NSP - none on sop is [-6, +1]: reaches past -5, so not shown to be near chance
+        # NSP - constant on sop is [-6, +1]: reaches past -5, so not shown to be near chance
         "the NSP model is near chance on sop pairs": "unresolved at this scale",
         "the SOP model is well above chance on sop pairs": "holds",
         "the SOP model is well above chance on nsp pairs": "reversed",  # [-9, -1]
     }
-    assert "[-6.00, +1.00] over 640 examples and 2 x 2 runs" in got[
-        "the NSP model is near chance on sop pairs"]["detail"]
-    doc["intervals"]["sop"]["none - NSP"] = diff(-1.0, 4.0)  # within 5 points: near chance
-    doc["intervals"]["nsp"]["none - SOP"] = diff(-30.0, -20.0)
+    near = got["the NSP model is near chance on sop pairs"]
+    assert near["detail"].startswith("55.50 vs 57.10: difference -2.50, 95% interval [-6.00, "
+                                     "+1.00] over 640 examples and 2 x 1 runs")  # fmt: skip
+    doc["intervals"]["sop"]["NSP - best constant"] = diff(-4.0, 1.0)  # within 5 points
+    doc["intervals"]["nsp"]["SOP - best constant"] = diff(20.0, 30.0)
     got = {c["claim"].split(" (")[0]: c["verdict"] for c in claims.check(doc)}
     assert got["the NSP model is near chance on sop pairs"] == "holds"
     assert got["the SOP model is well above chance on nsp pairs"] == "holds"
-    doc["intervals"]["sop"]["none - NSP"] = diff(-12.0, -6.0)  # all of it beyond 5 points
+    doc["intervals"]["sop"]["NSP - best constant"] = diff(-12.0, -6.0)  # all of it beyond 5
     got = {c["claim"].split(" (")[0]: c["verdict"] for c in claims.check(doc)}
     assert got["the NSP model is near chance on sop pairs"] == "reversed"
 

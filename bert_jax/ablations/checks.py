@@ -97,6 +97,13 @@ def pair_baselines(h: Harness, arm: Arm, task: str) -> dict:
     return {"majority": best, "best_constant": best, "constant_answer": answer}
 
 
+def pair_constant_rows(h: Harness, arm: Arm, task: str) -> np.ndarray:
+    """N x 1: 1 where the best constant answer (`pair_baselines`) is right on pair n."""
+    labels = np.asarray(json.loads(_scored_pairs(h, arm, task).read_text())["labels"])
+    answer = int(pair_baselines(h, arm, task)["constant_answer"])
+    return (labels == answer).astype(np.float64)[:, None]
+
+
 def _next_token_check(h: Harness, run: Pretrain) -> dict:
     """A left-to-right LM's held-out next-token accuracy against always answering the most
     frequent training token (`bert_jax.objectives.baselines.next_token_baselines`)."""

@@ -438,6 +438,10 @@ class Harness:
         """The constant answers' scores on the held-out NSP / SOP pairs (checks.pair_rows)."""
         return checks.pair_baselines(self, arm, task)
 
+    def pair_constant_rows(self, arm: Arm, task: str) -> np.ndarray:
+        """N x 1: the best constant answer's correctness on each held-out pair."""
+        return checks.pair_constant_rows(self, arm, task)
+
     def intrinsic(self, arm: Arm, task: str) -> float:
         """A task scored on the pretrained model itself (bert_jax.ablations.checks)."""
         return checks.intrinsic(self, arm, task)

@@ -167,9 +167,16 @@ def ablate(
     baselines = {k: harness.baselines(k) for k in sorted(kinds)}
     for task in [t for a in arms for t in a.tasks if t.endswith("_feature")]:
         baselines[task] = baselines[task.removesuffix("_feature")]
-    # The held-out pairs are every arm's: one arm's labels give the pair tasks' constants.
+    intervals = pair_intervals(examples)
+    # The held-out pairs are every arm's: one arm's labels give the pair tasks' best constant,
+    # which every arm is also set against (the "none" arm's fresh head is chance, but which
+    # label it favours is a coin flip per seed).
     for task, arm in {t: a for a in arms for t in a.tasks if t in PAIR_TASKS}.items():
         baselines[task] = harness.pair_baselines(arm, task)
+        constant = [harness.pair_constant_rows(arm, task)]
+        for name, by_task in examples.items():
+            d = stats.paired_difference(by_task[task], constant, task)
+            intervals.setdefault(task, {})[f"{name} - {stats.BEST_CONSTANT}"] = d
     budget = None  # a table of intrinsic tasks only fine-tunes nothing
     if kinds:
         budget = {"epochs": scale.finetune_epochs, "learning_rate": scale.finetune_lr,
@@ -191,7 +198,7 @@ def ablate(
     pretraining = {name: check for name, check in checks.items() if check is not None}
     compute = run_time.spent(d for job in jobs for d in harness.run_dirs(*job))
     doc = report.write(workdir, table, scale.name, rows, baselines, budget, pretraining,
-                       pair_intervals(examples), uncalibrated(workdir, table), compute)  # fmt: skip
+                       intervals, uncalibrated(workdir, table), compute)  # fmt: skip
     wrote = f"wrote {workdir}/{table}.json and {table}.md ({time.time() - start:.0f}s)"
     if doc.get("wiring_check"):
         progress(f"{wrote}: {report.WIRING_CHECK}")

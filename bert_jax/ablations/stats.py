@@ -164,6 +164,8 @@ def majority_baseline(task_dir: str, kind: str) -> float:
     return 100.0 * sum(label == top for label in dev) / len(dev)
 
 
+# The name a table's intervals give the best constant answer, set against arms as if an arm.
+BEST_CONSTANT = "best constant"
 HOLDS, REVERSED, UNRESOLVED = "holds", "reversed", "unresolved at this scale"
 
 
