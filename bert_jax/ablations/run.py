@@ -175,8 +175,9 @@ def ablate(
         baselines[task] = harness.pair_baselines(arm, task)
         constant = [harness.pair_constant_rows(arm, task)]
         for name, by_task in examples.items():
-            d = stats.paired_difference(by_task[task], constant, task)
-            intervals.setdefault(task, {})[f"{name} - {stats.BEST_CONSTANT}"] = d
+            if task in by_task:
+                d = stats.paired_difference(by_task[task], constant, task)
+                intervals.setdefault(task, {})[f"{name} - {stats.BEST_CONSTANT}"] = d
     budget = None  # a table of intrinsic tasks only fine-tunes nothing
     if kinds:
         budget = {"epochs": scale.finetune_epochs, "learning_rate": scale.finetune_lr,

@@ -11,7 +11,8 @@ from bert_jax.ablations.tables.base import Arm, Claim, Pretrain, Table
 from bert_jax.ablations.tables.compare import cell, interval, judged, paper_effect
 
 # ALBERT Table 5 (none 52.4/53.3, NSP 90.5/52.0, SOP 78.9/86.5): "near chance" is within this
-# many points of the "none" arm (a freshly initialised head), "well above" beyond.
+# many points of chance: the best constant answer on the held-out pairs (documents from before
+# it was measured: the "none" arm, a freshly initialised head); "well above" beyond.
 NEAR_CHANCE_POINTS = 5.0
 _TASKS = ("nsp", "sop")
 _FRESH = "the fresh head of the model pretrained without a pair loss"
