@@ -117,3 +117,8 @@ def test_report_writes_the_claims_into_the_json_and_the_markdown(tmp_path):
     md = (tmp_path / "fig5.md").read_text()
     assert "- does not hold: MLM beats LTR on mrpc after 10 pretraining steps: 49.00 vs 53.00" in md
     assert "- holds: MLM beats LTR on mrpc after 20 pretraining steps" in md
+    # A table that fine-tunes nothing scores its pairs on held-out pretraining text, not dev.
+    pairs = _doc("nsp_sop", {"NSP": {"nsp": [75.0]}, "none": {"nsp": [50.0]}})
+    constant = {"nsp": {"majority": 53.0, "best_constant": 53.0, "constant_answer": "1"}}
+    report.write(str(tmp_path), "nsp_sop", "cpu", pairs["arms"], constant, None)
+    assert "| best constant (held-out pairs) | 53.00 |" in (tmp_path / "nsp_sop.md").read_text()

@@ -119,7 +119,8 @@ def markdown(doc: dict) -> str:
         tail += ["", f"{arm}'s lengths, in its own vocab: {seqs}."]
     if doc["baselines"]:
         best = all("best_constant" in b for b in doc["baselines"].values())
-        key, name = ("best_constant", "best constant (dev)") if best else ("majority", "majority")
+        split = "dev" if budget else "held-out pairs"  # nothing fine-tuned: NSP/SOP's table
+        key, name = ("best_constant", f"best constant ({split})") if best else ("majority",) * 2
         row = [f"{doc['baselines'][t][key]:.2f}" if t in doc["baselines"] else ""
                for t in tasks]  # fmt: skip
         lines.append(f"| {name} | " + " | ".join(row) + " |")
