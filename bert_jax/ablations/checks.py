@@ -86,22 +86,16 @@ def _scored_pairs(h: Harness, arm: Arm, task: str) -> epath.Path:
     return cached
 
 
-def pair_baselines(h: Harness, arm: Arm, task: str) -> dict:
-    """The best constant answer on the held-out pairs `pair_rows` scores (x 100; label 1 =
-    random next / swapped, 0 = the text's own order). A fresh head often gives every pair
-    one label, so the "none" arm sits at this or at its complement. `majority` is the same
-    number: the pairs have no other split."""
-    labels = json.loads(_scored_pairs(h, arm, task).read_text())["labels"]
-    ones = 100.0 * sum(labels) / len(labels)
-    best, answer = max((100.0 - ones, "0"), (ones, "1"))
-    return {"majority": best, "best_constant": best, "constant_answer": answer}
-
-
-def pair_constant_rows(h: Harness, arm: Arm, task: str) -> np.ndarray:
-    """N x 1: 1 where the best constant answer (`pair_baselines`) is right on pair n."""
+def pair_constant(h: Harness, arm: Arm, task: str) -> tuple[dict, np.ndarray]:
+    """The best constant answer on the held-out pairs `pair_rows` scores: its baseline entry
+    (x 100; label 1 = random next / swapped, 0 = the text's own order; `majority` is the same
+    number, the pairs have no other split) and its N x 1 correctness per pair. A fresh head
+    often gives every pair one label, so the "none" arm sits at it or at its complement."""
     labels = np.asarray(json.loads(_scored_pairs(h, arm, task).read_text())["labels"])
-    answer = int(pair_baselines(h, arm, task)["constant_answer"])
-    return (labels == answer).astype(np.float64)[:, None]
+    ones = 100.0 * float(labels.sum()) / len(labels)
+    best, answer = max((100.0 - ones, 0), (ones, 1))
+    baseline = {"majority": best, "best_constant": best, "constant_answer": str(answer)}
+    return baseline, (labels == answer).astype(np.float64)[:, None]
 
 
 def _next_token_check(h: Harness, run: Pretrain) -> dict:

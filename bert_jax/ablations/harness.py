@@ -434,13 +434,10 @@ class Harness:
         return {"majority": stats.majority_baseline(self.task_dir(kind), kind),
                 "best_constant": best["score"], "constant_answer": best["answer"]}  # fmt: skip
 
-    def pair_baselines(self, arm: Arm, task: str) -> dict:
-        """The constant answers' scores on the held-out NSP / SOP pairs (checks.pair_rows)."""
-        return checks.pair_baselines(self, arm, task)
-
-    def pair_constant_rows(self, arm: Arm, task: str) -> np.ndarray:
-        """N x 1: the best constant answer's correctness on each held-out pair."""
-        return checks.pair_constant_rows(self, arm, task)
+    def pair_constant(self, arm: Arm, task: str) -> tuple[dict, np.ndarray]:
+        """The best constant answer on the held-out NSP / SOP pairs: its baseline entry and
+        its correctness per pair (checks.pair_constant)."""
+        return checks.pair_constant(self, arm, task)
 
     def intrinsic(self, arm: Arm, task: str) -> float:
         """A task scored on the pretrained model itself (bert_jax.ablations.checks)."""

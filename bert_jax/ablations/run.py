@@ -172,11 +172,10 @@ def ablate(
     # which every arm is also set against (the "none" arm's fresh head is chance, but which
     # label it favours is a coin flip per seed).
     for task, arm in {t: a for a in arms for t in a.tasks if t in PAIR_TASKS}.items():
-        baselines[task] = harness.pair_baselines(arm, task)
-        constant = [harness.pair_constant_rows(arm, task)]
+        baselines[task], constant_rows = harness.pair_constant(arm, task)
         for name, by_task in examples.items():
             if task in by_task:
-                d = stats.paired_difference(by_task[task], constant, task)
+                d = stats.paired_difference(by_task[task], [constant_rows], task)
                 intervals.setdefault(task, {})[f"{name} - {stats.BEST_CONSTANT}"] = d
     budget = None  # a table of intrinsic tasks only fine-tunes nothing
     if kinds:
