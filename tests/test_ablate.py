@@ -338,7 +338,11 @@ def test_quick_run_of_every_table_is_complete_and_resumable(tmp_path, monkeypatc
         assert d["low"] <= d["diff"] <= d["high"] and d["runs"] == [1, 1]
     for kind, base in docs["5"]["baselines"].items():
         assert base["majority"] <= base["best_constant"] + 1e-9, kind
-    assert "| best constant (dev) |" in (tmp_path / "5.md").read_text()
+        for arm, row in docs["5"]["arms"].items():  # the constant scored as a run: same score
+            d = docs["5"]["intervals"][kind][f"{arm} - best constant"]
+            assert d["diff"] == pytest.approx(row[kind]["median"] - base["best_constant"])
+    md = (tmp_path / "5.md").read_text()
+    assert "| best constant (dev) |" in md and "Each arm minus the best constant" in md
 
 
 def test_electra_table_matches_training_flops_and_reads_packed_shards():

@@ -70,6 +70,10 @@ def test_best_constant_is_the_scored_splits(tmp_path):
         best = stats.best_constant(kind, str(tmp_path / kind))
         majority = stats.majority_baseline(str(tmp_path / kind), kind)
         assert 0.0 <= majority <= best["score"] + 1e-9, kind
+        # its answer scored example by example, as an arm's run, sums to the same score
+        rows = stats.constant_rows(kind, str(tmp_path / kind), best["answer"])
+        score = stats.headline(stats.metric_of(kind), rows.sum(0), len(rows))
+        assert score == pytest.approx(best["score"]), kind
     from bert_jax.tasks import glue
 
     spec = glue.get_spec("sst2")

@@ -105,6 +105,11 @@ class _StandIn:
     def baselines(self, kind) -> dict:
         return {"majority": 50.0, "best_constant": 50.0, "constant_answer": "0"}
 
+    def constant_rows(self, kind, answer):  # right on the first 5 examples of the arms' 10
+        if kind.startswith("conll"):
+            return np.array([[1.0, 1.0, 1.0]] * 5 + [[0.0, 1.0, 1.0]] * 15)
+        return np.array([[1.0]] * 5 + [[0.0]] * 15)
+
 
 @pytest.mark.parametrize("quick", [True, False])
 def test_quick_table_is_a_wiring_check_not_a_score_of_claims(tmp_path, monkeypatch, quick):
@@ -128,6 +133,10 @@ def test_quick_table_is_a_wiring_check_not_a_score_of_claims(tmp_path, monkeypat
         # every pretraining run is read against its bar, the second seed's too
         assert doc["pretraining"]["BERT, pretraining seed 1"]["mlm_accuracy"] == 0.31
         assert "| BERT, pretraining seed 1 | 0.3100 |" in md and "| BERT | 0.3000 |" in md
+    # every arm is set against the best constant, example by example (50 vs 25 accuracy)
+    against = doc["intervals"]["sst2"]["BERT - best constant"]
+    assert against["diff"] == pytest.approx(25.0) and against["low"] < 25.0 < against["high"]
+    assert "Each arm minus the best constant" in md and "| BERT | +25.00 [" in md
 
 
 def test_the_command_line_reaches_each_scale_field():

@@ -434,6 +434,10 @@ class Harness:
         return {"majority": stats.majority_baseline(self.task_dir(kind), kind),
                 "best_constant": best["score"], "constant_answer": best["answer"]}  # fmt: skip
 
+    def constant_rows(self, kind: str, answer: str) -> np.ndarray:
+        """Per-example statistics of `answer` given to every dev example (stats.py)."""
+        return stats.constant_rows(kind, self.task_dir(kind.removesuffix("_feature")), answer)
+
     def pair_constant(self, arm: Arm, task: str) -> tuple[dict, np.ndarray]:
         """The best constant answer on the held-out NSP / SOP pairs: its baseline entry and
         its correctness per pair (checks.pair_constant)."""

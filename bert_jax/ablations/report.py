@@ -20,7 +20,8 @@ JSON: {"table": T, "scale": S, "finetune": {"epochs", "learning_rate"} or null,
 read it); `best_constant` is the best single answer on the scored split itself, the baseline an
 arm must beat (bert_jax.ablations.stats.best_constant). `intervals`: every pair of arms sharing
 a task, A minus B with the paired bootstrap 95% interval over dev examples and runs (pretraining
-x fine-tuning seeds); claims judged by them carry a `verdict` (holds, reversed, unresolved at
+x fine-tuning seeds), and every arm minus the best constant ("A - best constant", the constant
+scored as one run); claims judged by them carry a `verdict` (holds, reversed, unresolved at
 this scale) and their `interval`.
 
 `context_free` is the held-out masked-LM accuracy of answering the most frequent target at
@@ -35,7 +36,7 @@ import json
 import numpy as np
 from etils import epath
 
-from bert_jax.ablations import claims, tables
+from bert_jax.ablations import claims, stats, tables
 from bert_jax.atomic_write import write_json_atomic, write_text_atomic
 
 # What a `--quick` table is: its budgets are too small to learn anything, by design.
@@ -124,7 +125,7 @@ def markdown(doc: dict) -> str:
         row = [f"{doc['baselines'][t][key]:.2f}" if t in doc["baselines"] else ""
                for t in tasks]  # fmt: skip
         lines.append(f"| {name} | " + " | ".join(row) + " |")
-    lines += tail
+    lines += tail + _against_constant(doc, tasks)
     if c := doc.get("compute"):
         untimed = (f"; {c['untimed_runs']} of its {c['runs']} runs were made before run times "
                    "were recorded and are not counted") if c["untimed_runs"] else ""  # fmt: skip
@@ -172,6 +173,27 @@ def markdown(doc: dict) -> str:
         for c in doc["claims"]:
             lines.append(f"- {verdict_of(c)}: {c['claim']}: {c['detail']}")
     return "\n".join(lines) + "\n"
+
+
+def _against_constant(doc: dict, tasks: list[str]) -> list[str]:
+    """Each arm minus the best constant, per task, with its interval (documents from before
+    these intervals have none: no lines)."""
+    intervals = doc.get("intervals", {})
+    shown = {arm: {t: d for t in tasks
+                   if (d := intervals.get(t, {}).get(f"{arm} - {stats.BEST_CONSTANT}"))}
+             for arm in doc["arms"]}  # fmt: skip
+    columns = [t for t in tasks if any(t in row for row in shown.values())]
+    if not columns:
+        return []
+    lines = ["", "Each arm minus the best constant of the scored split, in points, with its "
+             "paired 95% interval over the scored examples and the arm's runs:", "",
+             "| arm | " + " | ".join(columns) + " |",
+             "|---" * (len(columns) + 1) + "|"]  # fmt: skip
+    for arm, row in shown.items():
+        cells = [f"{d['diff']:+.2f} [{d['low']:+.2f}, {d['high']:+.2f}]" if (d := row.get(t))
+                 else "" for t in columns]  # fmt: skip
+        lines.append(f"| {arm} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def verdict_of(claim: dict) -> str:

@@ -168,11 +168,13 @@ def ablate(
     for task in [t for a in arms for t in a.tasks if t.endswith("_feature")]:
         baselines[task] = baselines[task.removesuffix("_feature")]
     intervals = pair_intervals(examples)
-    # The held-out pairs are every arm's: one arm's labels give the pair tasks' best constant,
-    # which every arm is also set against (the "none" arm's fresh head is chance, but which
-    # label it favours is a coin flip per seed).
+    # Every arm is also set against the best constant of the scored split, example by example.
+    # The held-out pairs are every arm's: one arm's labels give the pair tasks' constant (the
+    # "none" arm's fresh head is chance, but which label it favours is a coin flip per seed).
+    constants = {t: harness.constant_rows(t, b["constant_answer"]) for t, b in baselines.items()}
     for task, arm in {t: a for a in arms for t in a.tasks if t in PAIR_TASKS}.items():
-        baselines[task], constant_rows = harness.pair_constant(arm, task)
+        baselines[task], constants[task] = harness.pair_constant(arm, task)
+    for task, constant_rows in constants.items():
         for name, by_task in examples.items():
             if task in by_task:
                 d = stats.paired_difference(by_task[task], [constant_rows], task)

@@ -67,14 +67,19 @@ def example_rows(kind: str, task_dir: str, run_dir: str) -> np.ndarray:
 
 def _entity_rows(conll_text: str) -> np.ndarray:
     """[tp, predicted, gold] entities per sentence of `word gold predicted` columns."""
+    blocks = [[line.split(" ") for line in block.splitlines() if line]
+              for block in conll_text.strip("\n").split("\n\n")]  # fmt: skip
+    return _tag_rows([[c[1] for c in b] for b in blocks], [[c[2] for c in b] for b in blocks])
+
+
+def _tag_rows(gold: list[list[str]], pred: list[list[str]]) -> np.ndarray:
+    """[tp, predicted, gold] entities per sentence of tag sequences."""
     from seqeval.metrics.sequence_labeling import get_entities
 
     rows = []
-    for block in conll_text.strip("\n").split("\n\n"):
-        cols = [line.split(" ") for line in block.splitlines() if line]
-        gold = set(get_entities([c[1] for c in cols]))
-        pred = set(get_entities([c[2] for c in cols]))
-        rows.append([len(gold & pred), len(pred), len(gold)])
+    for g, p in zip(gold, pred, strict=True):
+        want, got = set(get_entities(g)), set(get_entities(p))
+        rows.append([len(want & got), len(got), len(want)])
     return np.array(rows, np.float64)
 
 
@@ -111,6 +116,28 @@ def best_constant(kind: str, task_dir: str) -> dict[str, object]:
     )
     answer, count = labels.most_common(1)[0]
     return {"score": 100.0 * count / sum(labels.values()), "answer": answer}
+
+
+def constant_rows(kind: str, task_dir: str, answer: str) -> np.ndarray:
+    """N x K statistics, as `example_rows` gives a run's, of `answer` given to every dev
+    example: the best constant (`best_constant`'s answer) set against each arm pair by pair."""
+    kind = kind.removesuffix("_feature")
+    if kind == "squad":
+        from bert_jax.tasks import squad, squad_eval
+
+        dev = squad.load_dataset(f"{task_dir}/dev-v1.1.json")
+        return np.array([[max(squad_eval.f1_score(answer, a["text"]) for a in qa["answers"])]
+                         for art in dev for p in art["paragraphs"] for qa in p["qas"]])  # fmt: skip
+    if kind == "conll":
+        from bert_jax.tasks import ner
+
+        gold = [list(s.tags) for s in ner.read_conll(f"{task_dir}/valid.txt")]
+        return _tag_rows(gold, [[answer] * len(g) for g in gold])
+    from bert_jax.tasks import glue
+
+    spec = glue.get_spec(kind)
+    gold = [str(ex.label) for ex in glue.read_split(spec, task_dir, spec.dev_splits[0])]
+    return np.array([[float(g == answer)] for g in gold])
 
 
 def paired_difference(
