@@ -123,6 +123,12 @@ def test_claims_read_verdicts_off_the_intervals():
         pair_key("100/0/0", "random init"): _d(0.5, 2.5)}}}  # fmt: skip
     (agree,) = [c for c in claims.check(learned) if "agree" in c["claim"]]
     assert agree["verdict"] == stats.HOLDS  # both learned it, and within the paper's spread
+    # Above random init but not above the best constant (random init below it): not learned.
+    at_constant = {**learned, "intervals": {"mrpc": {
+        **learned["intervals"]["mrpc"], pair_key("80/10/10", stats.BEST_CONSTANT): _d(1.0, 3.0),
+        pair_key("100/0/0", stats.BEST_CONSTANT): _d(-0.5, 1.5)}}}  # fmt: skip
+    (agree,) = [c for c in claims.check(at_constant) if "agree" in c["claim"]]
+    assert agree["verdict"] == stats.UNRESOLVED and "1 of 2 mixes (100/0/0)" in agree["detail"]
     no_random = _doc("8", {m: {"conll_feature": [15.0]} for m in ("80/10/10", "100/0/0")},
                      {"conll_feature": {pair_key("80/10/10", "100/0/0"): _d(0.0, 0.0)}})
     no_random["baselines"] = {"conll_feature": {"best_constant": 17.56}}
