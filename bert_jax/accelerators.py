@@ -1,6 +1,7 @@
 """TPU chips by JAX's `device_kind`: peak dense bf16 FLOP/s (the vendors' published figures) and
 JAX devices per chip. The one table behind MFU (bert_jax.train.flops) and the slice catalogue
-(bert_jax.aot.topology). Imports nothing, so tpu_setup/ reads it without JAX."""
+(bert_jax.aot.topology). Imports nothing, so tpu_setup/ reads it without JAX. NVIDIA GPUs (one
+JAX device each) have their own table, for `--scale host` runs on one GPU."""
 
 from __future__ import annotations
 
@@ -27,4 +28,15 @@ TPU_CHIPS = {
     "TPU v5p": TpuChip(459e12, 1),
     "TPU v6 lite": TpuChip(918e12, 1),
     "TPU v6e": TpuChip(918e12, 1),
+}
+
+
+# NVIDIA's datasheet figures for dense bf16 tensor-core FLOP/s (half the "with sparsity" ones),
+# by the CUDA device name JAX reports as `device_kind`.
+GPU_PEAKS = {
+    "NVIDIA A100-SXM4-40GB": 312e12,
+    "NVIDIA A100-SXM4-80GB": 312e12,
+    "NVIDIA H100 PCIe": 756e12,
+    "NVIDIA H100 80GB HBM3": 989e12,  # SXM5
+    "NVIDIA H200": 989e12,
 }

@@ -30,3 +30,14 @@ def test_every_generation_reads_the_one_table():
     for gen in GENERATIONS.values():
         for kind in gen.device_kinds:
             assert TPU_CHIPS[kind] == gen.chip, kind
+
+
+def test_a_listed_gpu_reads_its_datasheet_peak_not_a_probe():
+    """An H100 was measured against a float32 matmul probe (its TF32 rate), not its bf16 peak."""
+    from types import SimpleNamespace
+
+    from bert_jax.accelerators import GPU_PEAKS
+
+    h100 = SimpleNamespace(platform="gpu", device_kind="NVIDIA H100 80GB HBM3")
+    assert peak_flops([h100]) == (989e12, "NVIDIA H100 80GB HBM3 bf16 peak")
+    assert GPU_PEAKS["NVIDIA H200"] == 989e12

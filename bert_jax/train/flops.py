@@ -17,7 +17,7 @@ import time
 import jax
 import jax.numpy as jnp
 
-from bert_jax.accelerators import TPU_CHIPS
+from bert_jax.accelerators import GPU_PEAKS, TPU_CHIPS
 from bert_jax.config import BertConfig
 
 
@@ -88,12 +88,15 @@ def peak_flops(devices: list[jax.Device]) -> tuple[float, str]:
     """Total peak FLOP/s of `devices` and a label saying where it comes from.
 
     A TPU's peak is per chip and a v2/v3 chip is two devices, so the total is the per-device
-    peak times the devices. On CPU the fake devices share the same cores, so the peak is one
-    measured matmul."""
+    peak times the devices; a GPU in `GPU_PEAKS` is one device. On CPU (or an unlisted GPU)
+    the peak is one measured matmul: CPU fake devices share the same cores."""
     d0 = devices[0]
     chip = TPU_CHIPS.get(d0.device_kind) if d0.platform == "tpu" else None
     if chip is not None:
         return chip.peak_flops_per_device * len(devices), f"{d0.device_kind} bf16 peak"
+    gpu = GPU_PEAKS.get(d0.device_kind) if d0.platform == "gpu" else None
+    if gpu is not None:
+        return gpu * len(devices), f"{d0.device_kind} bf16 peak"
     # A device of this process: with several processes, d0 may belong to another one.
     device = jax.local_devices()[0]
     return measured_matmul_peak(device), f"measured {device.platform.upper()} f32 matmul"

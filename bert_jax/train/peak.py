@@ -1,5 +1,5 @@
-"""MFU's denominator over a run. On TPU it is the chip's published bf16 peak (fixed). On CPU
-(and GPU) there is no such table, so it is the best FLOP/s seen on this machine: a float32
+"""MFU's denominator over a run. On TPU and a listed GPU it is the chip's published bf16 peak
+(fixed). On CPU there is no such table, so it is the best FLOP/s seen on this machine: a float32
 matmul probe at start, probed again at most every `reprobe_seconds` as the run logs, and the
 training step's own FLOP/s whenever that beats the probes. A busy moment at start-up therefore
 cannot make MFU exceed 100%; the log line says which denominator it is."""

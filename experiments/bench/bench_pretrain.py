@@ -14,8 +14,9 @@ masked positions (as the reference and NVIDIA do), transformers' BertForPreTrain
 MFU counts our model FLOPs (bert_jax.train.flops, sparse head) against the measured matmul peak,
 per wall-second (MFU) and per CPU-second (MFU/cpu-s: step FLOPs per CPU-second of the step over
 matmul FLOPs per CPU-second; robust to other processes sharing the cores).
-On an accelerator, `--configs base,large --seq 128,512` reports our MFU against the chip peak
-(PyTorch is skipped there: it runs on the CPU).
+On an accelerator, `--configs base,large --seq 128,512` reports our MFU against the chip peak;
+on an NVIDIA GPU PyTorch runs beside us on the same GPU (`--dtype bfloat16`: autocast "cuda"),
+on a TPU host it is skipped (it would run on the CPU). `--batch` sets the batch (default 32).
 """
 
 from __future__ import annotations
@@ -28,26 +29,26 @@ import time
 
 import numpy as np
 
-VOCAB, BATCH, PRED = 30522, 32, 20
+VOCAB, PRED = 30522, 20
 
 
-def _batch(seq: int, seed: int = 0) -> dict[str, np.ndarray]:
+def _batch(seq: int, batch: int, seed: int = 0) -> dict[str, np.ndarray]:
     rs = np.random.RandomState(seed)
-    ids = rs.randint(1000, VOCAB, size=(BATCH, seq)).astype(np.int32)
+    ids = rs.randint(1000, VOCAB, size=(batch, seq)).astype(np.int32)
     pos = np.stack([np.sort(rs.choice(np.arange(1, seq), PRED, replace=False))
-                    for _ in range(BATCH)]).astype(np.int32)  # fmt: skip
+                    for _ in range(batch)]).astype(np.int32)  # fmt: skip
     return {
-        "input_ids": ids, "input_mask": np.ones((BATCH, seq), np.int32),
-        "segment_ids": (np.arange(seq)[None] >= seq // 2).astype(np.int32).repeat(BATCH, 0),
+        "input_ids": ids, "input_mask": np.ones((batch, seq), np.int32),
+        "segment_ids": (np.arange(seq)[None] >= seq // 2).astype(np.int32).repeat(batch, 0),
         "masked_lm_positions": pos, "masked_lm_ids": np.take_along_axis(ids, pos, 1),
-        "masked_lm_weights": np.ones((BATCH, PRED), np.float32),
-        "example_mask": np.ones((BATCH,), np.float32),
-        "next_sentence_labels": rs.randint(0, 2, size=(BATCH,)).astype(np.int32),
+        "masked_lm_weights": np.ones((batch, PRED), np.float32),
+        "example_mask": np.ones((batch,), np.float32),
+        "next_sentence_labels": rs.randint(0, 2, size=(batch,)).astype(np.int32),
     }  # fmt: skip
 
 
 class Ours:
-    def __init__(self, preset_name: str, seq: int, dtype: str) -> None:
+    def __init__(self, preset_name: str, seq: int, dtype: str, batch: int) -> None:
         import jax
         import ml_collections
 
@@ -56,7 +57,7 @@ class Ours:
         from bert_jax.train import build_trainer, make_mesh
 
         cfg = preset(preset_name, vocab_size=VOCAB, dtype=dtype)
-        task = PretrainingTask(cfg, BATCH, seq, PRED)
+        task = PretrainingTask(cfg, batch, seq, PRED)
         config = ml_collections.ConfigDict(
             dict(
                 optimizer="adamw", learning_rate=1e-4, train_steps=10_000, warmup_steps=100, seed=0
@@ -65,7 +66,7 @@ class Ours:
         mesh_cfg = ml_collections.ConfigDict(dict(data=-1, fsdp=1, tensor=1))
         self.trainer = build_trainer(config, task, make_mesh(mesh_cfg, jax.devices()[:1]))
         self.state = self.trainer.init_state()
-        b = _batch(seq)
+        b = _batch(seq, batch)
         self.batch = {k: jax.device_put(b[k], self.trainer.batch_shardings[k])
                       for k in self.trainer.batch_shardings}  # fmt: skip
         self.flops = self.trainer.flops_per_step
@@ -80,14 +81,16 @@ class Ours:
 
 
 class Torch:
-    """`bf16`: the forward under torch.autocast("cpu", bfloat16), PyTorch's usual mixed precision
-    (weights, gradients and AdamW stay float32, as ours with dtype=bfloat16)."""
+    """`bf16`: the forward under torch.autocast(device, bfloat16), PyTorch's usual mixed
+    precision (weights, gradients and AdamW stay float32, as ours with dtype=bfloat16).
+    `device`: "cpu", or "cuda" beside JAX on the same GPU."""
 
-    def __init__(self, hidden: int, layers: int, seq: int, bf16: bool = False) -> None:
+    def __init__(self, hidden: int, layers: int, seq: int, batch: int, bf16: bool = False,
+                 device: str = "cpu") -> None:  # fmt: skip
         import torch
         from transformers import BertConfig, BertForPreTraining
 
-        self.bf16 = bf16
+        self.bf16, self.device = bf16, device
 
         torch.manual_seed(0)
         cfg = BertConfig(
@@ -97,31 +100,30 @@ class Torch:
             num_attention_heads=hidden // 64,
             intermediate_size=4 * hidden,
         )
-        self.model = BertForPreTraining(cfg).train()
+        self.model = BertForPreTraining(cfg).train().to(device)
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4, eps=1e-6,
                                      weight_decay=0.01)  # fmt: skip
-        b = _batch(seq)
-        labels = np.full((BATCH, seq), -100, np.int64)
+        b = _batch(seq, batch)
+        labels = np.full((batch, seq), -100, np.int64)
         np.put_along_axis(labels, b["masked_lm_positions"], b["masked_lm_ids"], 1)
-        self.inputs = dict(
-            input_ids=torch.tensor(b["input_ids"], dtype=torch.long),
-            attention_mask=torch.tensor(b["input_mask"], dtype=torch.long),
-            token_type_ids=torch.tensor(b["segment_ids"], dtype=torch.long),
-            labels=torch.tensor(labels),
-            next_sentence_label=torch.tensor(b["next_sentence_labels"], dtype=torch.long),
-        )
+        self.inputs = {k: torch.tensor(v, dtype=torch.long, device=device) for k, v in dict(
+            input_ids=b["input_ids"], attention_mask=b["input_mask"],
+            token_type_ids=b["segment_ids"], labels=labels,
+            next_sentence_label=b["next_sentence_labels"]).items()}  # fmt: skip
         self.step(2)
 
     def step(self, n: int) -> None:
         import torch
 
         for _ in range(n):
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
+            with torch.autocast(self.device, dtype=torch.bfloat16, enabled=self.bf16):
                 loss = self.model(**self.inputs).loss
             self.opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
             self.opt.step()
+        if self.device == "cuda":
+            torch.cuda.synchronize()
 
 
 def _matmul_peak(n: int = 1024, reps: int = 8, rounds: int = 5) -> tuple[float, float]:
@@ -201,6 +203,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--batch", type=int, default=32)
     args = ap.parse_args()
 
     import jax
@@ -212,6 +215,9 @@ def main() -> None:
 
     device = jax.devices()[0]
     on_cpu = device.platform == "cpu"
+    # The peer on the same chip: beside JAX on CPU, or on the same GPU; not on a TPU host's CPU.
+    on_gpu = device.platform == "gpu" and torch.cuda.is_available()
+    torch_device = "cpu" if on_cpu else "cuda" if on_gpu else None
     if on_cpu:
         peak, peak_cpu = _matmul_peak()
         peak_source = f"measured f32 matmul, {peak_cpu / 1e9:.1f} GFLOP per CPU-second"
@@ -222,7 +228,7 @@ def main() -> None:
     print(f"machine: {cpu}, {os.cpu_count()} CPUs; jax {jax.__version__} ({device.platform}), "
           f"torch {torch.__version__} ({torch.get_num_threads()} threads), "
           f"transformers {transformers.__version__}")  # fmt: skip
-    print(f"peak: {peak_source} = {peak / 1e9:.1f} GFLOP/s; batch {BATCH}, {PRED} masked "
+    print(f"peak: {peak_source} = {peak / 1e9:.1f} GFLOP/s; batch {args.batch}, {PRED} masked "
           f"positions, vocab {VOCAB}, {args.dtype}, {args.steps} steps x {args.rounds} "
           "rounds")  # fmt: skip
     if on_cpu:
@@ -238,9 +244,10 @@ def main() -> None:
     for name in args.configs.split(","):
         cfg = preset(name)
         for seq in map(int, args.seq.split(",")):
-            ours = Ours(name, seq, args.dtype)
+            ours = Ours(name, seq, args.dtype, args.batch)
             bf16 = args.dtype == "bfloat16"
-            theirs = Torch(cfg.hidden_size, cfg.num_hidden_layers, seq, bf16) if on_cpu else None
+            shape = (cfg.hidden_size, cfg.num_hidden_layers, seq, args.batch, bf16)
+            theirs = Torch(*shape, device=torch_device) if torch_device else None
             o_wall, o_cpu, t_wall, t_cpu = [], [], [], []
             for _ in range(args.rounds):
                 w, c = _time(ours.step, args.steps)
@@ -250,7 +257,7 @@ def main() -> None:
                     w, c = _time(theirs.step, args.steps)
                     t_wall.append(w)
                     t_cpu.append(c)
-            tokens = BATCH * seq
+            tokens = args.batch * seq
             ow, oc = statistics.median(o_wall), statistics.median(o_cpu)
             mfu = ours.flops / ow / peak
             mfu_cpu = ours.flops / oc / peak_cpu
