@@ -71,7 +71,7 @@ def test_tpu_plan_fit_checks_every_run_of_every_table_and_writes_the_launch_scri
     fig5 = [line for line in (tmp_path / "plan" / "fig5.sh").read_text().splitlines()
             if " bert-jax finetune " in line]  # fmt: skip
     mlm = f"{tmp_path}/pretrain/mlm-L1-H64-A2-80.10.10-s900000"
-    out = f"{mlm.replace('pretrain', 'finetune')}@450000/mrpc/e3-lr5e-05-d0.1"
+    out = f"{mlm.replace('pretrain', 'finetune')}@450000/conll/e3-lr5e-05-d0.1"
     assert f"--workdir {out} " in "\n".join(fig5)
     at_450k = [line for line in fig5 if "@450000/" in line and "/mlm-" in line]
     assert len(at_450k) == 1 and f"--config.init_checkpoint={mlm}-p1 " in at_450k[0]
