@@ -7,7 +7,7 @@ pipeline, stopped by SIGTERM after `--seconds`. Prints tokens/s and MFU per logg
   python experiments/bench/bench_host_arm.py --workdir W --prepare     # vocab + shards only
   python experiments/bench/bench_host_arm.py --workdir W --seconds 150 # the run
 
-The shards are NSP pairs of the embedded corpus (about 1.5M tokens), one masking of the text
+The shards are NSP pairs of the embedded corpus (6.5 MB of text), one masking of the text
 instead of the scale's five: a few minutes at GPU speed read that text many times over, which
 the host scale refuses for a real arm (its repetition guard, off here) but which does not
 change a step's speed. `--prepare` on any machine, then carry W: the shards are about 12 MB.
