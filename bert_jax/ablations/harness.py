@@ -436,7 +436,7 @@ class Harness:
 
     def constant_rows(self, kind: str, answer: str) -> np.ndarray:
         """Per-example statistics of `answer` given to every dev example (stats.py)."""
-        return stats.constant_rows(kind, self.task_dir(kind.removesuffix("_feature")), answer)
+        return stats.constant_rows(kind, self.task_dir(kind), answer)
 
     def pair_constant(self, arm: Arm, task: str) -> tuple[dict, np.ndarray]:
         """The best constant answer on the held-out NSP / SOP pairs: its baseline entry and

@@ -165,13 +165,14 @@ def ablate(
     }
     kinds = {t.removesuffix("_feature") for a in arms for t in a.tasks if t not in tables.INTRINSIC}
     baselines = {k: harness.baselines(k) for k in sorted(kinds)}
+    # Every arm is also set against the best constant of the scored split, example by example.
+    constants = {k: harness.constant_rows(k, b["constant_answer"]) for k, b in baselines.items()}
     for task in [t for a in arms for t in a.tasks if t.endswith("_feature")]:
         baselines[task] = baselines[task.removesuffix("_feature")]
+        constants[task] = constants[task.removesuffix("_feature")]
     intervals = pair_intervals(examples)
-    # Every arm is also set against the best constant of the scored split, example by example.
     # The held-out pairs are every arm's: one arm's labels give the pair tasks' constant (the
     # "none" arm's fresh head is chance, but which label it favours is a coin flip per seed).
-    constants = {t: harness.constant_rows(t, b["constant_answer"]) for t, b in baselines.items()}
     for task, arm in {t: a for a in arms for t in a.tasks if t in PAIR_TASKS}.items():
         baselines[task], constants[task] = harness.pair_constant(arm, task)
     for task, constant_rows in constants.items():

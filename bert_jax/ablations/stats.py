@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import collections
 import json
+from collections.abc import Callable
 
 import numpy as np
 from etils import epath
@@ -87,57 +88,61 @@ def best_constant(kind: str, task_dir: str) -> dict[str, object]:
     """The best score x 100 of one answer given to every example of the scored (dev) split,
     with that answer: the most frequent dev label; for SQuAD the dev answer text with the
     highest F1 among the 50 most frequent; for CoNLL the entity tag whose every-word tagging
-    scores best (all "O" predicts no entity: F1 0)."""
-    kind = kind.removesuffix("_feature")
-    if kind == "squad":
-        from bert_jax.tasks import squad, squad_eval
+    scores best (all "O" predicts no entity: F1 0). Each candidate is scored from its
+    `constant_rows`, as the tables score a run."""
+    candidates, rows_of = _constants(kind, task_dir)
+    metric = metric_of(kind)
 
-        dev = squad.load_dataset(f"{task_dir}/dev-v1.1.json")
-        qas = [qa for art in dev for p in art["paragraphs"] for qa in p["qas"]]
-        texts = collections.Counter(a["text"] for qa in qas for a in qa["answers"])
-        scored = [(squad_eval.evaluate_v1(dev, {qa["id"]: t for qa in qas})["f1"], t)
-                  for t, _ in texts.most_common(50)]  # fmt: skip
-        score, answer = max(scored)
-        return {"score": float(score), "answer": answer}
-    if kind == "conll":
-        from bert_jax.tasks import ner
+    def score(answer: str) -> float:
+        rows = rows_of(answer)
+        return float(headline(metric, rows.sum(0), len(rows)))
 
-        sents = ner.read_conll(f"{task_dir}/valid.txt")
-        gold = [list(s.tags) for s in sents]
-        scored = [(100.0 * ner.entity_f1(gold, [[t] * len(g) for g in gold])["f1"], t)
-                  for t in ner.LABELS]  # fmt: skip
-        score, answer = max(scored)
-        return {"score": float(score), "answer": answer}
-    from bert_jax.tasks import glue
-
-    spec = glue.get_spec(kind)
-    labels = collections.Counter(
-        str(ex.label) for ex in glue.read_split(spec, task_dir, spec.dev_splits[0])
-    )
-    answer, count = labels.most_common(1)[0]
-    return {"score": 100.0 * count / sum(labels.values()), "answer": answer}
+    scored = [(score(a), a) for a in candidates]
+    # Ties go to the first candidate: the labels in frequency order, then the largest name.
+    best = max(scored, key=lambda pair: pair[0])
+    return {"score": best[0], "answer": best[1]}
 
 
 def constant_rows(kind: str, task_dir: str, answer: str) -> np.ndarray:
     """N x K statistics, as `example_rows` gives a run's, of `answer` given to every dev
     example: the best constant (`best_constant`'s answer) set against each arm pair by pair."""
+    return _constants(kind, task_dir)[1](answer)
+
+
+def _constants(kind: str, task_dir: str) -> tuple[list[str], Callable[[str], np.ndarray]]:
+    """A kind's candidate constant answers on its dev split (in tie-breaking order) and the
+    per-example rows of any one answer, the dev file read once."""
     kind = kind.removesuffix("_feature")
     if kind == "squad":
         from bert_jax.tasks import squad, squad_eval
 
         dev = squad.load_dataset(f"{task_dir}/dev-v1.1.json")
-        return np.array([[max(squad_eval.f1_score(answer, a["text"]) for a in qa["answers"])]
-                         for art in dev for p in art["paragraphs"] for qa in p["qas"]])  # fmt: skip
+        golds = [[a["text"] for a in qa["answers"]]
+                 for art in dev for p in art["paragraphs"] for qa in p["qas"]]  # fmt: skip
+        texts = collections.Counter(t for g in golds for t in g)
+
+        def best_f1(answer: str) -> np.ndarray:
+            return np.array([[max(squad_eval.f1_score(answer, t) for t in g)] for g in golds])
+
+        return sorted((t for t, _ in texts.most_common(50)), reverse=True), best_f1
     if kind == "conll":
         from bert_jax.tasks import ner
 
-        gold = [list(s.tags) for s in ner.read_conll(f"{task_dir}/valid.txt")]
-        return _tag_rows(gold, [[answer] * len(g) for g in gold])
+        tags = [list(s.tags) for s in ner.read_conll(f"{task_dir}/valid.txt")]
+
+        def every_word(answer: str) -> np.ndarray:
+            return _tag_rows(tags, [[answer] * len(t) for t in tags])
+
+        return sorted(ner.LABELS, reverse=True), every_word
     from bert_jax.tasks import glue
 
     spec = glue.get_spec(kind)
-    gold = [str(ex.label) for ex in glue.read_split(spec, task_dir, spec.dev_splits[0])]
-    return np.array([[float(g == answer)] for g in gold])
+    labels = [str(ex.label) for ex in glue.read_split(spec, task_dir, spec.dev_splits[0])]
+
+    def correct(answer: str) -> np.ndarray:
+        return np.array([[float(label == answer)] for label in labels])
+
+    return [label for label, _ in collections.Counter(labels).most_common()], correct
 
 
 def paired_difference(
