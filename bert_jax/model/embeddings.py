@@ -10,6 +10,7 @@ import jax.numpy as jnp
 
 from bert_jax.config import BertConfig
 from bert_jax.model.layers import (
+    Embed,
     compute_dtype,
     constrain_batch,
     dense,
@@ -46,17 +47,17 @@ class BertEmbeddings(nn.Module):
         cfg = self.config
         width, axis = cfg.embed_dim, embed_axis(cfg)
         embed = dict(dtype=compute_dtype(cfg), param_dtype=jnp.float32)
-        self.word_embeddings = nn.Embed(
+        self.word_embeddings = Embed(
             cfg.vocab_size, width, embedding_init=weight_init(cfg, ("vocab", axis)), **embed
         )
-        self.position_embeddings = nn.Embed(
+        self.position_embeddings = Embed(
             cfg.max_position_embeddings,
             width,
             embedding_init=weight_init(cfg, ("position", axis)),
             **embed,
         )
         if cfg.type_vocab_size:
-            self.token_type_embeddings = nn.Embed(
+            self.token_type_embeddings = Embed(
                 cfg.type_vocab_size,
                 width,
                 embedding_init=weight_init(cfg, ("segment", axis)),
@@ -100,11 +101,22 @@ class BertEmbeddings(nn.Module):
                 f"sequence length {seq_len} > max_position_embeddings "
                 f"{cfg.max_position_embeddings}{offset}"
             )
-        x_BxLxE = self.word_embeddings(input_ids_BxL) + self.position_embeddings(
-            position_ids(cfg, input_mask_BxL, pack_BxL)
+        # Summed in float32 (as PyTorch's autocast keeps embeddings); LayerNorm casts its output.
+        f32 = jnp.float32
+        x_BxLxE = self.word_embeddings(input_ids_BxL, f32) + self.position_embeddings(
+            position_ids(cfg, input_mask_BxL, pack_BxL), f32
         )
         if cfg.type_vocab_size:
-            x_BxLxE = x_BxLxE + self.token_type_embeddings(segment_ids_BxL)
+            # A one-hot matmul, as the reference does for this tiny vocabulary: its gradient is
+            # a matmul, not a scatter-add with every token onto two rows (GPU atomics contend
+            # on them, and their order makes the sum nondeterministic).
+            # One row (RoBERTa): every token gets it, whatever its segment id, as nn.Embed does.
+            segments_BxL = segment_ids_BxL if cfg.type_vocab_size > 1 else 0 * segment_ids_BxL
+            types_BxLxT = jax.nn.one_hot(segments_BxL, cfg.type_vocab_size, dtype=f32)
+            table_TxE = self.token_type_embeddings.embedding
+            x_BxLxE = x_BxLxE + jnp.einsum(
+                "blt,te->ble", types_BxLxT, table_TxE, precision=jax.lax.Precision.HIGHEST
+            )
         return self.dropout(self.layer_norm(x_BxLxE), deterministic=deterministic)
 
     def attend(self, x_BxPxE: jax.Array) -> jax.Array:

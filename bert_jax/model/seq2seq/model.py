@@ -21,7 +21,7 @@ import flax.struct
 import jax
 import jax.numpy as jnp
 
-from bert_jax.model.layers import constrain_batch
+from bert_jax.model.layers import Embed, constrain_batch
 from bert_jax.model.seq2seq.config import Seq2SeqConfig
 from bert_jax.model.seq2seq.layers import (
     NEG_INF,
@@ -181,7 +181,7 @@ class EncoderDecoder(nn.Module):
         # T5 initialises its shared table with stddev 1 (no embedding scale); the Transformer
         # scales by sqrt(d_model), so its table starts at d_model**-0.5.
         std = cfg.d_model**-0.5 if cfg.scale_embeddings else 1.0
-        self.shared = nn.Embed(
+        self.shared = Embed(
             cfg.vocab_size, cfg.d_model, dtype=jnp.dtype(cfg.dtype), param_dtype=jnp.float32,
             embedding_init=init_normal(std, ("vocab", "embed")),
         )  # fmt: skip

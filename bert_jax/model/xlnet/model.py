@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 from flax.core import meta
 
-from bert_jax.model.layers import constrain_batch, dense, layer_norm, weight_init, zeros_init
+from bert_jax.model.layers import Embed, constrain_batch, dense, layer_norm, weight_init, zeros_init
 from bert_jax.model.xlnet.config import XLNetConfig
 
 _BLOCKED = 1e30  # subtracted from blocked scores (as HF; a fully blocked row becomes uniform)
@@ -200,7 +200,7 @@ class XLNet(nn.Module):
             cat_BxJ = jnp.concatenate([jnp.zeros((b, mlen), jnp.int32), seg_BxL], 1)
             seg_diff_BxLxJ = seg_BxL[:, :, None] != cat_BxJ[:, None, :]
 
-        embed = nn.Embed(
+        embed = Embed(
             cfg.vocab_size, cfg.d_model, dtype=dtype, param_dtype=jnp.float32,
             embedding_init=weight_init(cfg, ("vocab", "embed")), name="word_embedding",
         )  # fmt: skip
