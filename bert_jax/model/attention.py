@@ -14,7 +14,7 @@ import jax.numpy as jnp
 
 from bert_jax.config import BertConfig
 from bert_jax.model.attention_core import AttentionMask, attend, attention_scores
-from bert_jax.model.layers import compute_dtype, weight_init, zeros_init
+from bert_jax.model.layers import DenseGeneral, compute_dtype, weight_init, zeros_init
 
 
 class SelfAttention(nn.Module):
@@ -31,7 +31,7 @@ class SelfAttention(nn.Module):
         heads, head_dim = cfg.num_attention_heads, cfg.head_dim
 
         def project(name: str) -> jax.Array:
-            return nn.DenseGeneral(
+            return DenseGeneral(
                 (heads, head_dim),
                 dtype=dtype,
                 param_dtype=jnp.float32,
@@ -53,7 +53,7 @@ class SelfAttention(nn.Module):
             ctx_BxLxHxK = attend(
                 q_BxLxHxK, k_BxLxHxK, v_BxLxHxK, mask, cfg.attention_implementation
             )
-        out_BxLxD = nn.DenseGeneral(
+        out_BxLxD = DenseGeneral(
             cfg.hidden_size,
             axis=(-2, -1),
             dtype=dtype,

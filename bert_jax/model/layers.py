@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+from flax.linen.linear import PromoteDtypeFn
 
 from bert_jax.config import BertConfig
 
@@ -55,8 +56,34 @@ class Embed(nn.Embed):
         return rows.astype(dtype or self.dtype or self.embedding.dtype)
 
 
+def _promote_all_but_bias(inputs, kernel, bias, *, dtype=None, inexact=True):
+    """flax's promotion of a dense layer's operands, leaving its (float32) bias alone."""
+    inputs, kernel = nn.dtypes.promote_dtype(inputs, kernel, dtype=dtype, inexact=inexact)
+    return inputs, kernel, bias
+
+
+class _BiasInFloat32:
+    """A dense layer that adds its float32 bias to the matmul's output in float32, then casts
+    to the compute dtype. Flax adds a bfloat16 copy of the bias, so the bias gradient (a sum
+    over every token) was a bfloat16 reduction: on CPU 6-29% relative error against float32
+    compute on BERT-mini's encoder biases, where the kernels' gradients were within 0.5%. The
+    matmul and its gradients stay in the compute dtype; in float32 nothing changes."""
+
+    def __call__(self, inputs: jax.Array) -> jax.Array:
+        out = super().__call__(inputs)
+        return out if self.dtype is None else out.astype(self.dtype)
+
+
+class Dense(_BiasInFloat32, nn.Dense):
+    promote_dtype: PromoteDtypeFn = _promote_all_but_bias
+
+
+class DenseGeneral(_BiasInFloat32, nn.DenseGeneral):
+    promote_dtype: PromoteDtypeFn = _promote_all_but_bias
+
+
 def dense(config: BertConfig, features: int, axes: tuple[str, str], name: str) -> nn.Dense:
-    return nn.Dense(
+    return Dense(
         features,
         dtype=compute_dtype(config),
         param_dtype=jnp.float32,
