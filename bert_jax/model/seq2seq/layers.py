@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bert_jax.model.layers import Dense, DenseGeneral
 from bert_jax.model.seq2seq.config import Seq2SeqConfig
 
 NEG_INF = float(np.finfo(np.float32).min)
@@ -143,7 +144,7 @@ class Attention(nn.Module):
         std = fan_in**-0.5
         if name == "query" and not cfg.scale_attention:
             std = (cfg.d_model * cfg.d_kv) ** -0.5  # T5 folds 1/sqrt(d_kv) into the query init
-        return nn.DenseGeneral(
+        return DenseGeneral(
             features,
             axis=in_axes,
             use_bias=cfg.use_bias,
@@ -218,7 +219,7 @@ class FeedForward(nn.Module):
         fn = jax.nn.relu if act == "relu" else functools.partial(jax.nn.gelu, approximate=True)
 
         def dense(features: int, axes: tuple[str, str], fan_in: int, name: str) -> nn.Dense:
-            return nn.Dense(
+            return Dense(
                 features,
                 use_bias=cfg.use_bias,
                 dtype=jnp.dtype(cfg.dtype),
