@@ -42,7 +42,7 @@ SETUPS = [
     ("electra", "large", "v4-32", {"grad_accum_steps": 2, "remat_policy": "full"}),
     ("distilbert", "base", "v4-8", {}),
     ("modernbert", "base", "v4-32", {"grad_accum_steps": 8, "remat_policy": "full"}),
-    ("modernbert", "large", "v4-64", {"grad_accum_steps": 16, "remat_policy": "full"}),
+    ("modernbert", "large", "v4-64", {"grad_accum_steps": 8, "remat_policy": "full"}),
 ]
 
 
