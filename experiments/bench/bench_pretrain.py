@@ -48,7 +48,7 @@ def _batch(seq: int, batch: int, seed: int = 0) -> dict[str, np.ndarray]:
 
 
 class Ours:
-    def __init__(self, preset_name: str, seq: int, dtype: str, batch: int) -> None:
+    def __init__(self, preset_name: str, seq: int, dtype: str, batch: int, **overrides) -> None:
         import jax
         import ml_collections
 
@@ -56,7 +56,7 @@ class Ours:
         from bert_jax.pretraining.task import PretrainingTask
         from bert_jax.train import build_trainer, make_mesh
 
-        cfg = preset(preset_name, vocab_size=VOCAB, dtype=dtype)
+        cfg = preset(preset_name, vocab_size=VOCAB, dtype=dtype, **overrides)
         task = PretrainingTask(cfg, batch, seq, PRED)
         config = ml_collections.ConfigDict(
             dict(
