@@ -24,7 +24,9 @@ and linear decay (ours `schedule=linear`, theirs get_linear_schedule_with_warmup
 masked-LM cross-entropy + mean NSP cross-entropy. Seed s draws our initial weights (the peer gets
 them exported) and each side's dropout; the data order is the same for every seed. float32
 throughout; on a GPU JAX's matmuls run at `--precision highest` (no TF32), as torch's do by
-default.
+default. `--dtype bfloat16`: mixed precision on both sides, float32 weights and optimizer state:
+ours with compute dtype bfloat16, the peer's forward (training and evaluation) under
+torch.autocast(bfloat16), PyTorch's usual recipe.
 """
 
 from __future__ import annotations
@@ -116,11 +118,12 @@ def load(path: pathlib.Path) -> tuple[list[dict], list[dict], dict]:
 
 
 # ---- the two trainers ---------------------------------------------------------------------------
-def _bert_config(size: str, vocab_size: int):
+def _bert_config(size: str, vocab_size: int, dtype: str = "float32"):
     from bert_jax.config import preset
 
     return preset(SIZES[size], vocab_size=vocab_size, max_position_embeddings=512,
-                  hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)  # fmt: skip
+                  hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
+                  dtype=dtype)  # fmt: skip
 
 
 def _train_config(steps: int, seed: int):
@@ -142,7 +145,7 @@ def _correct_and_count(logits_BxPxV: np.ndarray, batch: dict) -> tuple[float, fl
     return float(np.sum(hit * w)), float(np.sum(w))
 
 
-def run_ours(size, seed, train, held_out, vocab_size, evals, export_to):
+def run_ours(size, seed, train, held_out, vocab_size, evals, export_to, dtype="float32"):
     """Trains ours; writes the initial weights to `export_to` (an HF dir) for the peer."""
     import jax
 
@@ -150,12 +153,12 @@ def run_ours(size, seed, train, held_out, vocab_size, evals, export_to):
     from bert_jax.pretraining.task import PretrainingTask
     from bert_jax.train import build_trainer, make_mesh
 
-    cfg = _bert_config(size, vocab_size)
+    cfg = _bert_config(size, vocab_size, dtype)
     config = _train_config(len(train), seed)
     task = PretrainingTask(cfg, BATCH, SEQ, PRED)
     trainer = build_trainer(config, task, make_mesh(config.mesh))
     state = trainer.init_state()
-    export_hf(cfg, jax.device_get(state.params), export_to)
+    export_hf(cfg.replace(dtype="float32"), jax.device_get(state.params), export_to)
     predict = jax.jit(
         lambda p, b: task.model.apply({"params": p}, **task.model_inputs(b)).mlm_logits
     )
@@ -173,9 +176,12 @@ def run_ours(size, seed, train, held_out, vocab_size, evals, export_to):
     return curve, time.perf_counter() - t0
 
 
-def run_peer(hf_dir, seed, train, held_out, evals, device):
+def run_peer(hf_dir, seed, train, held_out, evals, device, bf16=False):
     import torch
     import transformers
+
+    def autocast():
+        return torch.autocast(device, dtype=torch.bfloat16, enabled=bf16)
 
     torch.manual_seed(seed)
     model = transformers.BertForPreTraining.from_pretrained(hf_dir, attn_implementation="eager")
@@ -204,7 +210,9 @@ def run_peer(hf_dir, seed, train, held_out, evals, device):
     curve, t0 = {}, time.perf_counter()
     for step, b in enumerate(train, start=1):
         nsp = torch.as_tensor(np.asarray(b["next_sentence_labels"]).reshape(-1), device=device)
-        loss = model(**tensors(b), labels=mlm_labels(b), next_sentence_label=nsp.long()).loss
+        with autocast():
+            out = model(**tensors(b), labels=mlm_labels(b), next_sentence_label=nsp.long())
+        loss = out.loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -213,7 +221,7 @@ def run_peer(hf_dir, seed, train, held_out, evals, device):
         if step in evals:
             model.eval()
             tally = np.zeros(2)
-            with torch.no_grad():
+            with torch.no_grad(), autocast():
                 for e in held_out:
                     logits = model(**tensors(e)).prediction_logits
                     pos = torch.as_tensor(e["masked_lm_positions"], dtype=torch.long,
@@ -287,6 +295,7 @@ def main() -> None:
     ap.add_argument("--workdir", default="/tmp/bert-jax-curve")
     ap.add_argument("--batches", default="", help="a batch file from an earlier --workdir")
     ap.add_argument("--precision", default="highest", help="jax_default_matmul_precision")
+    ap.add_argument("--dtype", default="float32", help="compute dtype: float32 or bfloat16")
     ap.add_argument("--out", default="", help="also write the results as JSON here")
     ap.add_argument("--report", default="", help="only print the table of these --out files")
     args = ap.parse_args()
@@ -307,16 +316,18 @@ def main() -> None:
     train = train[: args.steps]
     print(f"jax {jax.__version__} on {jax.devices()[0].device_kind}; torch {torch.__version__} "
           f"on {device}; {len(train)} steps of {BATCH} x {SEQ}; {len(held_out)} held-out "
-          f"batches; corpus sha256 {meta['corpus_sha256'][:12]}", flush=True)  # fmt: skip
+          f"batches; corpus sha256 {meta['corpus_sha256'][:12]}; {args.dtype}",
+          flush=True)  # fmt: skip
     results: dict = {}
     for size in args.sizes.split(","):
         results[size] = {"ours": [], "peer": []}
         for seed in (int(s) for s in args.seeds.split(",")):
             with tempfile.TemporaryDirectory() as hf_dir:
                 curve, secs = run_ours(size, seed, train, held_out, meta["vocab_size"], evals,
-                                       hf_dir)  # fmt: skip
+                                       hf_dir, args.dtype)  # fmt: skip
                 results[size]["ours"].append({"seed": seed, "curve": curve, "seconds": secs})
-                peer, psecs = run_peer(hf_dir, seed, train, held_out, evals, device)
+                peer, psecs = run_peer(hf_dir, seed, train, held_out, evals, device,
+                                       args.dtype == "bfloat16")  # fmt: skip
                 results[size]["peer"].append({"seed": seed, "curve": peer, "seconds": psecs})
             print(f"{size} seed {seed}: ours {curve} ({secs:.0f} s); peer {peer} ({psecs:.0f} s)",
                   flush=True)  # fmt: skip
