@@ -146,6 +146,28 @@ def test_bfloat16_compute_stays_close_to_float32(minilm):
     assert diff.max() <= 0.012 * np.abs(f32).max()
 
 
+def _grads_by_dtype(make, params, forward, probe):
+    """Gradients of sum(output @ probe) with respect to `params`, the module `make(dtype)` at
+    float32 and at bfloat16 compute (`forward(module, params)` gives its output)."""
+    import jax
+
+    grads = {}
+    for dtype in ("float32", "bfloat16"):
+        module = make(dtype)
+
+        def score(p, module=module):
+            return (forward(module, p).astype(np.float32) @ probe).sum()
+
+        grads[dtype] = jax.grad(score)(params)
+    return grads
+
+
+def _relative_error(grads: dict, *path: str) -> float:
+    """|g_bf16 - g_f32| / |g_f32| of the leaf at `path` of both gradient trees."""
+    f32, bf16 = (np.asarray(functools.reduce(dict.get, path, grads[d])) for d in grads)
+    return float(np.linalg.norm(bf16 - f32) / np.linalg.norm(f32))
+
+
 def test_bfloat16_embedding_gradients_sum_in_float32(minilm):
     """Under bfloat16 compute the tables' gradients still sum in float32. Each of segment 0's
     2048 tokens here adds into one row, as does each occurrence of a frequent word; summed in
@@ -154,8 +176,6 @@ def test_bfloat16_embedding_gradients_sum_in_float32(minilm):
     float32 compute: LayerNorm's own gradient shows what the bfloat16 output alone costs.
     Measured on CPU: with flax's bfloat16 lookup 30% (words) and 81% (token types) relative
     error; with ours 0.18% each, LayerNorm's 0.09%."""
-    import jax
-
     from bert_jax.model.embeddings import BertEmbeddings
 
     pre, _ = minilm
@@ -164,20 +184,16 @@ def test_bfloat16_embedding_gradients_sum_in_float32(minilm):
     ids = np.random.RandomState(4).choice([1996, 1010, 1012, 1997, 1998, 2000, 1037, 1999],
                                           size=mask.shape)  # fmt: skip
     probe = np.random.RandomState(0).normal(size=(pre.config.hidden_size,)).astype(np.float32)
-    grads = {}
-    for dtype in ("float32", "bfloat16"):
-        layer = BertEmbeddings(pre.config.replace(dtype=dtype))
-
-        def score(params, layer=layer):
-            out = layer.apply({"params": params}, ids, seg, mask, deterministic=True)
-            return (out.astype(np.float32) @ probe).sum()
-
-        grads[dtype] = jax.grad(score)(pre.params["bert"]["embeddings"])
-    errors = {}
-    for name, leaf in (("word_embeddings", "embedding"), ("token_type_embeddings", "embedding"),
-                       ("layer_norm", "scale")):  # fmt: skip
-        f32, bf16 = (np.asarray(grads[d][name][leaf]) for d in ("float32", "bfloat16"))
-        errors[name] = float(np.linalg.norm(bf16 - f32) / np.linalg.norm(f32))
+    grads = _grads_by_dtype(
+        lambda dtype: BertEmbeddings(pre.config.replace(dtype=dtype)),
+        pre.params["bert"]["embeddings"],
+        lambda layer, p: layer.apply({"params": p}, ids, seg, mask, deterministic=True),
+        probe,
+    )
+    errors = {name: _relative_error(grads, name, leaf)
+              for name, leaf in (("word_embeddings", "embedding"),
+                                 ("token_type_embeddings", "embedding"),
+                                 ("layer_norm", "scale"))}  # fmt: skip
     print({k: round(v, 5) for k, v in errors.items()})
     assert errors["layer_norm"] > 1e-5  # bfloat16 really ran
     assert errors["token_type_embeddings"] < 2 * errors["layer_norm"] + 1e-3, errors
@@ -190,27 +206,19 @@ def test_bfloat16_bias_gradients_sum_in_float32(minilm):
     bfloat16 reduction). Against float32 compute through the whole encoder, each bias's error is
     of the order of its own kernel's (what bfloat16 activations cost). Measured on CPU: with
     flax's bias add, biases 4.3-12% vs kernels 0.6-0.8%; with ours, biases 0.5-0.7%."""
-    import jax
-
     pre, _ = minilm
     ids, mask, seg, _ = random_inputs(pre.config.vocab_size, batch=16, seq_len=64, seed=5)
     probe = np.random.RandomState(1).normal(size=(pre.config.hidden_size,)).astype(np.float32)
-    grads = {}
-    for dtype in ("float32", "bfloat16"):
-        model = BertModel(pre.config.replace(dtype=dtype))
-
-        def score(params, model=model):
-            out = model.apply({"params": params}, ids, mask, seg).sequence_output
-            return (out.astype(np.float32) @ probe).sum()
-
-        grads[dtype] = jax.grad(score)(pre.params["bert"])["encoder"]["layer_0"]
-
-    def error(*path):
-        f32, bf16 = (np.asarray(functools.reduce(dict.get, path, grads[d])) for d in grads)
-        return float(np.linalg.norm(bf16 - f32) / np.linalg.norm(f32))
-
+    grads = _grads_by_dtype(
+        lambda dtype: BertModel(pre.config.replace(dtype=dtype)),
+        pre.params["bert"],
+        lambda model, p: model.apply({"params": p}, ids, mask, seg).sequence_output,
+        probe,
+    )
     layers = [("attention", "value"), ("attention", "output"), ("intermediate",), ("output",)]
-    errors = {"/".join(p): (error(*p, "bias"), error(*p, "kernel")) for p in layers}
+    errors = {"/".join(p): (_relative_error(grads, "encoder", "layer_0", *p, "bias"),
+                            _relative_error(grads, "encoder", "layer_0", *p, "kernel"))
+              for p in layers}  # fmt: skip
     print({k: (round(b, 4), round(k_, 4)) for k, (b, k_) in errors.items()})
     for name, (bias, kernel) in errors.items():
         assert kernel > 1e-4, name  # bfloat16 really ran
