@@ -238,12 +238,22 @@ def _spread(values: list[float]) -> str:
     return f"{statistics.mean(values):.4f} [{min(values):.4f}, {max(values):.4f}]"
 
 
-def difference_interval(ours: list[float], peer: list[float]) -> tuple[float, float, float]:
-    """Mean difference ours - peer and its 95% interval over seeds (Welch's t)."""
+NO_INTERVAL = "(no interval: one seed a side, or no spread)"
+
+
+def difference_interval(
+    ours: list[float], peer: list[float]
+) -> tuple[float, float | None, float | None]:
+    """Mean difference ours - peer and its 95% interval over seeds (Welch's t); the interval is
+    None when a side has a single seed (its variance is undefined) or neither side varies."""
     from scipy import stats
 
     diff = statistics.mean(ours) - statistics.mean(peer)
+    if min(len(ours), len(peer)) < 2:
+        return diff, None, None
     va, vb = statistics.variance(ours) / len(ours), statistics.variance(peer) / len(peer)
+    if va + vb == 0:
+        return diff, None, None
     dof = (va + vb) ** 2 / (va**2 / (len(ours) - 1) + vb**2 / (len(peer) - 1))
     half = float(stats.t.ppf(0.975, dof)) * (va + vb) ** 0.5
     return diff, diff - half, diff + half
@@ -263,8 +273,11 @@ def report(results: dict, evals: list[int], meta: dict) -> str:
             peer = [r["curve"][str(step)] for r in by_side["peer"]]
             diff, lo, hi = difference_interval(ours, peer)
             inside = min(peer) <= statistics.mean(ours) <= max(peer)
-            lines.append(f"| {step} | {_spread(ours)} | {_spread(peer)} | "
-                         f"{diff:+.4f} [{lo:+.4f}, {hi:+.4f}] | {'yes' if inside else 'no'} |")
+            interval = f"[{lo:+.4f}, {hi:+.4f}]" if lo is not None else NO_INTERVAL
+            lines.append(
+                f"| {step} | {_spread(ours)} | {_spread(peer)} | "
+                f"{diff:+.4f} {interval} | {'yes' if inside else 'no'} |"
+            )
         t_ours = statistics.mean(r["seconds"] for r in by_side["ours"])
         t_peer = statistics.mean(r["seconds"] for r in by_side["peer"])
         lines.append(f"wall per run (training + evaluations, first one compiling): ours "
