@@ -288,6 +288,10 @@ def test_quick_run_of_every_table_is_complete_and_resumable(tmp_path, monkeypatc
         assert set(correct) <= {0, 1} and docs["nsp_sop"]["arms"]["NSP"][task][
             "median"] == pytest.approx(100 * sum(correct) / len(correct))
     assert (tmp_path / "fig5.png").stat().st_size > 1000
+    # Figure 5's last point is the end of Table 5's No NSP and LTR runs: their fine-tuning, reused
+    assert not list((tmp_path / "finetune").glob(f"*@{scale.steps}"))
+    last = docs["fig5"]["arms"][f"MLM@{scale.steps}"]["conll"]
+    assert last == docs["5"]["arms"]["No NSP"]["conll"], last
     assert (tmp_path / "6.png").stat().st_size > 1000
     # Shared runs are trained once: Table 5's No NSP is Figure 5's MLM and Table 6's L1-H64-A2.
     runs = sorted(p.name for p in (tmp_path / "pretrain").iterdir())

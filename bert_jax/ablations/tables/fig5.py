@@ -30,8 +30,16 @@ def arms(scale: Scale) -> list[Arm]:
     out = [Arm(RANDOM_INIT, Pretrain("mlm_nsp", model, 0), (TASK,))]
     for label, objective in _OBJECTIVES:
         run = Pretrain(objective, model, steps)
-        out += [Arm(f"{label}@{s}", run, (TASK,), step=s) for s in points]
+        out += [Arm(f"{label}@{s}", run, (TASK,), step=_checkpoint(scale, s)) for s in points]
     return out
+
+
+def _checkpoint(scale: Scale, step: int) -> int | None:
+    """The checkpoint a point fine-tunes: the run's last (None) when the point is the end of
+    pretraining, so that point is Table 5's own fine-tuning runs, trained once (the step's
+    checkpoint is the last one: the same weights, the same results); with a second phase
+    (`tpu`) the point is the end of phase 1, not the run's last."""
+    return None if step == scale.steps and not scale.phase2_steps else step
 
 
 def _task(doc: dict) -> str:
