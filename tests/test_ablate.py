@@ -327,6 +327,16 @@ def test_quick_run_of_every_table_is_complete_and_resumable(tmp_path, monkeypatc
     for task in ("sst2", "conll", "squad"):
         config = json.loads((same._finetune_dir(arm, task, 0) / "config.json").read_text())
         assert config["max_seq_length"] == same.finetune_seq(arm, task) <= scale.seq, task
+    # A run's held-out evaluation at each checkpoint it kept; the last one is its done.json's.
+    from bert_jax.ablations.checks import along_training
+
+    seen = along_training(same, arm.pretrain, lambda task, trainer, params: {"extra": 1.0})
+    assert sorted(seen) == [scale.steps // 4 * k for k in (1, 2, 3, 4)]
+    final = json.loads((same.pretrain(arm.pretrain) / "done.json").read_text())
+    for key, value in seen[scale.steps].items():
+        if key.startswith("eval_"):
+            assert value == pytest.approx(final[key], rel=1e-5), key
+    assert seen[scale.steps]["extra"] == 1.0 and seen[scale.steps // 4]["eval_loss"] > 0
     # A budget that would read the text too often is refused before it trains (--scale host).
     strict = Harness(str(tmp_path), dataclasses.replace(scale, max_repetition=2.0),
                      progress=print)  # fmt: skip

@@ -109,6 +109,24 @@ def test_no_gradient_through_sampling_and_the_loss_terms():
     )
     # Every masked position of this batch was sampled; the labels are where samples differ.
     assert 0.0 < float(m["replaced_token_fraction"]) <= 5 / 32 + 1e-6
+    assert 0.0 <= float(m["replaced_token_auc"]) <= 1.0
+
+
+def test_rank_auc_is_sklearns_roc_auc_over_the_real_tokens():
+    from sklearn.metrics import roc_auc_score
+
+    from bert_jax.objectives.losses import rank_auc
+
+    rs = np.random.RandomState(0)
+    scores = rs.randn(2048).astype(np.float32)
+    for tied in (scores, np.round(scores)):  # ties count half, as sklearn's
+        labels = (rs.rand(2048) < 0.1 + 0.2 * (tied > 0)).astype(np.float32)
+        real = rs.rand(2048) < 0.8  # padding is left out, not ranked
+        weights = jnp.asarray(real, jnp.float32)
+        got = float(rank_auc(jnp.asarray(tied), jnp.asarray(labels), weights))
+        assert got == pytest.approx(roc_auc_score(labels[real], tied[real]), abs=1e-6)
+        assert abs(got - 0.5) > 0.05  # the scores do rank the labels here
+    assert float(rank_auc(jnp.ones(8), jnp.zeros(8), jnp.ones(8))) == 0.5  # no positive
 
 
 def test_family_and_objective_go_together():

@@ -10,6 +10,7 @@ import dataclasses
 import itertools
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -138,7 +139,8 @@ def masked_lm_check(h: Harness, run: Pretrain) -> dict | None:
     None for random init and XLNet. ELECTRA's masked LM is its
     generator's, so its check adds the generator at the positions whose input hides the
     original (`hidden_accuracy`, against `unigram`) and the discriminator against always
-    answering "original". Cached in baselines.json."""
+    answering "original", with its loss against the constant answer's and its ROC AUC (0.5:
+    no ranking of replaced over original tokens). Cached in baselines.json."""
     spec = objectives.get(run.objective).masking
     if "ltr" in objectives.get(run.objective).heads and run.steps:
         return _next_token_check(h, run)
@@ -177,4 +179,45 @@ def masked_lm_check(h: Harness, run: Pretrain) -> dict | None:
                 discriminator_loss=final["eval_replaced_token_loss"],
                 constant_loss=binary_entropy(final["eval_replaced_token_fraction"]),
             )
+        if "eval_replaced_token_auc" in final:  # logged since 2026-11-28
+            check["discriminator_auc"] = final["eval_replaced_token_auc"]
     return check
+
+
+def _unmeasured(row: dict | None, extra: Callable | None) -> bool:
+    """A step is measured when it is new, or has only the evaluation while `extra` is asked."""
+    return row is None or (extra is not None and all(k.startswith("eval_") for k in row))
+
+
+def along_training(
+    h: Harness, run: Pretrain, extra: Callable[[Any, Any, Any], dict] | None = None
+) -> dict[int, dict[str, float]]:
+    """The run's own held-out evaluation (the trainer's eval step on the same batches) at each
+    checkpoint it kept, by step: how a pretraining metric moved along the run, including ones
+    logged only since the run was made (ELECTRA's `eval_replaced_token_auc`). The last step
+    reproduces the run's done.json. `extra(task, trainer, params)` adds measurements of its own
+    (keys not starting with "eval_"). Cached per step in along_training.json."""
+    from bert_jax.checkpoint import Checkpointer
+
+    wd = h.pretrain(run)
+    cached = wd / "along_training.json"
+    done: dict[str, dict] = json.loads(cached.read_text()) if cached.exists() else {}
+    ckpt = Checkpointer(wd / "checkpoints", read_only=True, async_save=False)
+    try:
+        steps = sorted(ckpt.all_steps())
+        new = [s for s in steps if _unmeasured(done.get(str(s)), extra)]
+        if new:
+            c = h.pretrain_config(run)
+            task = pretraining_task(c, bert_config_from(c))
+            trainer = build_trainer(c, task, make_mesh(c.mesh, jax.devices()[:1]))
+            for s in new:
+                state, _ = ckpt.restore(trainer.abstract_state(), s)
+                metrics = task.evaluate(trainer, state.params)
+                row = {f"eval_{k}": float(v) for k, v in metrics.items()}
+                if extra is not None:
+                    row |= extra(task, trainer, state.params)
+                done[str(s)] = row
+                write_json_atomic(cached, done, sort_keys=True)
+    finally:
+        ckpt.close()
+    return {int(s): m for s, m in sorted(done.items(), key=lambda kv: int(kv[0]))}

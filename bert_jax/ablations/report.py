@@ -8,7 +8,7 @@ JSON: {"table": T, "scale": S, "finetune": {"epochs", "learning_rate"} or null,
        "pretraining": {ARM: {"mlm_accuracy", "unigram", "context_free"}},   (masked-LM arms,
            one entry per pretraining run: "ARM, pretraining seed P" for seeds after the first;
            ELECTRA adds "hidden_accuracy", "discriminator_accuracy", "always_original",
-           "discriminator_loss", "constant_loss";
+           "discriminator_loss", "constant_loss", "discriminator_auc";
            left-to-right LMs {"lm_accuracy", "unigram"})
        "intervals": {TASK: {"A - B": {"diff", "low", "high", "examples", "runs": [nA, nB]}}},
        "claims": [{"claim", "holds", "detail", "verdict", "interval"}],   (claims.py)
@@ -157,14 +157,16 @@ def markdown(doc: dict) -> str:
                   "a random id; copying cannot score) against the unigram rate, and its "
                   "discriminator against always answering \"original\": in accuracy, and in "
                   "loss against that constant answer's best (the binary entropy of the "
-                  "replaced fraction), which shows learning before accuracy at 0.5 does.", "",
+                  "replaced fraction), which shows learning before accuracy at 0.5 does; "
+                  "and its ROC AUC, the chance that it scores a replaced token above an "
+                  "original one (0.5: no ranking; no threshold involved).", "",
                   "| arm | generator, hidden positions | unigram | discriminator | "
-                  "always original | discriminator loss | constant's loss |",
-                  "|---|---|---|---|---|---|---|"]  # fmt: skip
+                  "always original | discriminator loss | constant's loss | discriminator "
+                  "AUC |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
         for arm, r in electra.items():
             cells = [r.get(k) for k in ("hidden_accuracy", "unigram", "discriminator_accuracy",
                                         "always_original", "discriminator_loss",
-                                        "constant_loss")]  # fmt: skip
+                                        "constant_loss", "discriminator_auc")]  # fmt: skip
             shown = ["" if v is None else f"{v:.4f}" for v in cells]
             lines.append(f"| {arm} | " + " | ".join(shown) + " |")
     if doc.get("claims"):

@@ -142,6 +142,26 @@ def next_token(outputs, batch) -> tuple[jax.Array, dict[str, jax.Array]]:
     return loss, metrics
 
 
+def rank_auc(scores_N: jax.Array, positive_N: jax.Array, weights_N: jax.Array) -> jax.Array:
+    """The area under the ROC curve of `scores_N` for telling `positive_N` from the rest, over
+    the entries with weight 1 (Mann-Whitney: the chance that a positive outscores a negative,
+    ties counted half). It does not depend on a threshold, so it shows a discriminator that
+    ranks replaced tokens above originals while none of them yet crosses 0.5. 0.5 when the
+    entries hold no positive or no negative."""
+    real_N = weights_N > 0
+    scores_N = jnp.where(real_N, scores_N.astype(jnp.float32), -jnp.inf)  # padding ranks last
+    sorted_N = jnp.sort(scores_N)
+    below_N = jnp.searchsorted(sorted_N, scores_N, side="left")  # ties share their mean rank
+    upto_N = jnp.searchsorted(sorted_N, scores_N, side="right")
+    n_pad = jnp.sum(~real_N)
+    rank_N = (below_N + upto_N + 1) / 2.0 - n_pad  # 1-based among the real entries
+    pos_N = (positive_N > 0) & real_N
+    n_pos = jnp.sum(pos_N).astype(jnp.float32)
+    n_neg = jnp.sum(real_N).astype(jnp.float32) - n_pos
+    u = jnp.sum(jnp.where(pos_N, rank_N, 0.0)) - n_pos * (n_pos + 1.0) / 2.0
+    return jnp.where(n_pos * n_neg > 0, u / jnp.maximum(n_pos * n_neg, 1.0), 0.5)
+
+
 def replaced_token_detection(
     outputs, batch, discriminator_weight: float
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
@@ -149,7 +169,8 @@ def replaced_token_detection(
     cross-entropy over every real token (`outputs` is an `ElectraOutput`). The metrics include
     the all-original baseline, the accuracy of a discriminator that always says "original",
     and the generator's accuracy at the masked positions whose input hides the original ([MASK]
-    or a random id: `masked_lm_hidden_accuracy`), which copying the shown token cannot reach."""
+    or a random id: `masked_lm_hidden_accuracy`), which copying the shown token cannot reach,
+    and the discriminator's `replaced_token_auc` (`rank_auc` over the batch's real tokens)."""
     loss, metrics = masked_lm_loss(
         outputs.mlm_logits, batch["masked_lm_ids"], batch["masked_lm_weights"],
         _given_denominator(batch, "masked_lm"),
@@ -176,6 +197,9 @@ def replaced_token_detection(
         replaced_token_accuracy=jnp.sum(correct_BxL * weights_BxL) / denom,
         replaced_token_baseline=jnp.sum((1.0 - replaced_BxL) * weights_BxL) / denom,
         replaced_token_fraction=jnp.sum(replaced_BxL * weights_BxL) / denom,
+        replaced_token_auc=rank_auc(
+            logits_BxL.reshape(-1), replaced_BxL.reshape(-1), weights_BxL.reshape(-1)
+        ),
     )
     loss = loss + discriminator_weight * disc_loss
     metrics["loss"] = loss
