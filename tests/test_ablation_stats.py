@@ -151,9 +151,13 @@ def test_electra_bars_are_shown_without_a_left_to_right_arm():
                                       "discriminator_accuracy": 0.8728,
                                       "always_original": 0.8731,
                                       "discriminator_loss": 0.3482,
-                                      "constant_loss": binary_entropy(0.12692)}}  # fmt: skip
+                                      "constant_loss": binary_entropy(0.12692),
+                                      "token_alone_loss": 0.3286, "discriminator_auc": 0.7062,
+                                      "token_alone_auc": 0.7674}}  # fmt: skip
     md = report.markdown({**doc, "scale": "cpu", "baselines": {}, "claims": []})
-    assert "| ELECTRA | 0.0673 | 0.0501 | 0.8728 | 0.8731 | 0.3482 | 0.3805 |" in md
+    row = "| ELECTRA | 0.0673 | 0.0501 | 0.8728 | 0.8731 | 0.3482 | 0.3805 | "
+    row += "0.3286 | 0.7062 | 0.7674 |"
+    assert row in md and "token-alone AUC |" in md
     assert binary_entropy(0.5) == pytest.approx(math.log(2)) and binary_entropy(0.0) == 0.0
 
 

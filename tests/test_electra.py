@@ -221,6 +221,16 @@ def test_electra_learns_on_real_text(run):
     assert ev["eval_replaced_token_loss"] < constant_loss + 0.01
     assert ev["eval_replaced_token_accuracy"] >= ev["eval_replaced_token_baseline"] - 1e-3
     assert result.last_metrics["mfu"] > 0
+    # The detector that sees each token alone: its generator over-samples some tokens and never
+    # samples others, so which token stands there says something (labels misaligned with the
+    # tokens would leave it at AUC 0.5, and its loss at the constant's).
+    from bert_jax.ablations.token_alone import token_alone_bars
+
+    bars = token_alone_bars(result.trainer.task, result.trainer, result.state.params)
+    print(f"token alone: AUC {bars['token_alone_auc']:.4f}, loss {bars['token_alone_loss']:.4f}; "
+          f"discriminator AUC {ev['eval_replaced_token_auc']:.4f}")
+    assert 0.6 < bars["token_alone_auc"] < 1.0 and bars["token_alone_loss"] < constant_loss
+    assert 0.0 < ev["eval_replaced_token_auc"] < 1.0
 
 
 @pytest.mark.slow

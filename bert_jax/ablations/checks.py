@@ -140,7 +140,8 @@ def masked_lm_check(h: Harness, run: Pretrain) -> dict | None:
     generator's, so its check adds the generator at the positions whose input hides the
     original (`hidden_accuracy`, against `unigram`) and the discriminator against always
     answering "original", with its loss against the constant answer's and its ROC AUC (0.5:
-    no ranking of replaced over original tokens). Cached in baselines.json."""
+    no ranking of replaced over original tokens), both also against a detector that sees each
+    token alone (`token_alone`). Cached in baselines.json and along_training.json."""
     spec = objectives.get(run.objective).masking
     if "ltr" in objectives.get(run.objective).heads and run.steps:
         return _next_token_check(h, run)
@@ -179,8 +180,14 @@ def masked_lm_check(h: Harness, run: Pretrain) -> dict | None:
                 discriminator_loss=final["eval_replaced_token_loss"],
                 constant_loss=binary_entropy(final["eval_replaced_token_fraction"]),
             )
-        if "eval_replaced_token_auc" in final:  # logged since 2026-11-28
-            check["discriminator_auc"] = final["eval_replaced_token_auc"]
+        # The AUC (logged since 2026-11-28) and the token-alone bars, for older runs too.
+        from bert_jax.ablations.token_alone import token_alone_bars
+
+        steps = along_training(h, run, token_alone_bars)
+        last = steps[max(steps)] if steps else {}
+        if "eval_replaced_token_auc" in last:
+            check["discriminator_auc"] = last["eval_replaced_token_auc"]
+        check.update({k: last[k] for k in ("token_alone_loss", "token_alone_auc") if k in last})
     return check
 
 

@@ -8,7 +8,8 @@ JSON: {"table": T, "scale": S, "finetune": {"epochs", "learning_rate"} or null,
        "pretraining": {ARM: {"mlm_accuracy", "unigram", "context_free"}},   (masked-LM arms,
            one entry per pretraining run: "ARM, pretraining seed P" for seeds after the first;
            ELECTRA adds "hidden_accuracy", "discriminator_accuracy", "always_original",
-           "discriminator_loss", "constant_loss", "discriminator_auc";
+           "discriminator_loss", "constant_loss", "discriminator_auc", "token_alone_loss",
+           "token_alone_auc";
            left-to-right LMs {"lm_accuracy", "unigram"})
        "intervals": {TASK: {"A - B": {"diff", "low", "high", "examples", "runs": [nA, nB]}}},
        "claims": [{"claim", "holds", "detail", "verdict", "interval"}],   (claims.py)
@@ -159,14 +160,18 @@ def markdown(doc: dict) -> str:
                   "loss against that constant answer's best (the binary entropy of the "
                   "replaced fraction), which shows learning before accuracy at 0.5 does; "
                   "and its ROC AUC, the chance that it scores a replaced token above an "
-                  "original one (0.5: no ranking; no threshold involved).", "",
+                  "original one (0.5: no ranking; no threshold involved). Loss and AUC are "
+                  "also set against a detector that sees each token alone (its replaced rate "
+                  "on training batches): a discriminator above it uses context.", "",
                   "| arm | generator, hidden positions | unigram | discriminator | "
-                  "always original | discriminator loss | constant's loss | discriminator "
-                  "AUC |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+                  "always original | discriminator loss | constant's loss | token-alone loss "
+                  "| discriminator AUC | token-alone AUC |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
         for arm, r in electra.items():
             cells = [r.get(k) for k in ("hidden_accuracy", "unigram", "discriminator_accuracy",
                                         "always_original", "discriminator_loss",
-                                        "constant_loss", "discriminator_auc")]  # fmt: skip
+                                        "constant_loss", "token_alone_loss",
+                                        "discriminator_auc", "token_alone_auc")]  # fmt: skip
             shown = ["" if v is None else f"{v:.4f}" for v in cells]
             lines.append(f"| {arm} | " + " | ".join(shown) + " |")
     if doc.get("claims"):
