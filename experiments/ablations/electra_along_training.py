@@ -1,9 +1,12 @@
 """ELECTRA's generator and discriminator at each checkpoint its pretraining runs kept.
 
     python experiments/ablations/electra_along_training.py --workdir W [--scale cpu]
-        [--pretrain_seeds 2]
+        [--pretrain_seeds 2] [--steps N --pretrain]
 
-W is a workdir where `bert-jax ablate --table electra` has pretrained (the same --scale). For
+W is a workdir where `bert-jax ablate --table electra` has pretrained (the same --scale), or
+where `--pretrain` trains the ELECTRA runs of `--steps` (a longer run: the steps the
+discriminator needs; the run is the one `bert-jax ablate --table electra --steps N` would
+fine-tune, and a killed one resumes; a checkpoint is kept every quarter). For
 every ELECTRA pretraining run there (one per pretraining seed), each kept checkpoint (every
 quarter of the run) is evaluated with the trainer's own held-out evaluation, on the same
 batches, and printed as one markdown row: the generator where the input hides the original
@@ -29,13 +32,21 @@ from bert_jax.ablations.token_alone import token_alone_bars
 COLUMNS = ("run", "step", "generator, hidden positions", "unigram", "discriminator",
            "always original", "discriminator loss", "constant's loss", "discriminator AUC",
            "token-alone loss", "token-alone AUC")  # fmt: skip
-def rows(h: Harness, pretrain_seeds: int) -> list[list[str]]:
+
+
+def rows(h: Harness, pretrain_seeds: int, train: bool) -> list[list[str]]:
     out = []
     for arm in tables.get("electra").arms(h.scale):
         if arm.pretrain.objective != "electra":
             continue
         for p in range(pretrain_seeds):
             run = seeded(arm, p).pretrain
+            if not (h.root / "pretrain" / run.key / "done.json").exists():
+                if not train:
+                    raise SystemExit(f"{h.root / 'pretrain' / run.key}: not pretrained; "
+                                     "--pretrain trains it (resumable)")  # fmt: skip
+                print(f"pretraining {run.key}", flush=True)
+                h.pretrain(run)
             unigram = masked_lm_check(h, run)["unigram"]
             for step, m in along_training(h, run, token_alone_bars).items():
                 cells = [m.get("eval_masked_lm_hidden_accuracy"), unigram,
@@ -54,11 +65,15 @@ def main() -> None:
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--scale", default="cpu")
     ap.add_argument("--pretrain_seeds", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=0, help="the runs' length (0: the scale's)")
+    ap.add_argument("--pretrain", action="store_true", help="pretrain the runs not made yet")
     args = ap.parse_args()
-    h = Harness(args.workdir, scale_for(args.scale), progress=lambda _: None)
+    scale = scale_for(args.scale, steps=args.steps)
+    h = Harness(args.workdir, scale, progress=lambda _: None)
+    table = rows(h, args.pretrain_seeds, args.pretrain)
     print("| " + " | ".join(COLUMNS) + " |")
     print("|---" * len(COLUMNS) + "|")
-    for row in rows(h, args.pretrain_seeds):
+    for row in table:
         print("| " + " | ".join(row) + " |")
 
 
