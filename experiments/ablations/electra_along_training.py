@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import argparse
 
+from etils import epath
+
 from bert_jax.ablations import tables
 from bert_jax.ablations.checks import along_training, binary_entropy, masked_lm_check
 from bert_jax.ablations.harness import Harness
@@ -68,6 +70,9 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=0, help="the runs' length (0: the scale's)")
     ap.add_argument("--pretrain", action="store_true", help="pretrain the runs not made yet")
     args = ap.parse_args()
+    if not (epath.Path(args.workdir) / "settings.json").exists():  # not a typo'd new one
+        raise SystemExit(f"{args.workdir}: not an ablation workdir (no settings.json); give "
+                         "the one `bert-jax ablate --table electra` used")  # fmt: skip
     scale = scale_for(args.scale, steps=args.steps)
     h = Harness(args.workdir, scale, progress=lambda _: None)
     table = rows(h, args.pretrain_seeds, args.pretrain)
