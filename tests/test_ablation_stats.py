@@ -41,6 +41,14 @@ def test_bootstrap_interval_width_and_verdicts():
     # Seeds: runs that disagree with each other widen the interval.
     noisy = stats.paired_difference(_runs(0.7, n, 1, 3) + _runs(0.55, n, 1, 4), b, "sst2")
     assert noisy["high"] - noisy["low"] > 1.3 * (d["high"] - d["low"])
+    # Pretraining runs: three fine-tunings of each of two pretraining runs that disagree are
+    # two draws of pretraining, not six; drawn by pretraining run first, the interval widens.
+    two = [r for seed, rate in ((5, 0.7), (6, 0.55)) for r in _runs(rate, n, 3, seed)]
+    flat = stats.paired_difference(two, b, "sst2")
+    nested = stats.paired_difference(two, b, "sst2", groups_a=[0, 0, 0, 1, 1, 1])
+    assert nested["diff"] == flat["diff"]
+    assert nested["high"] - nested["low"] > 1.3 * (flat["high"] - flat["low"])
+    assert nested["low"] < 100 * (0.55 - 0.5) + 1.5 < 100 * (0.7 - 0.5) - 1.5 < nested["high"]
 
 
 def test_entity_rows_give_seqeval_micro_f1():

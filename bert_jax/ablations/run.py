@@ -155,10 +155,12 @@ def ablate(
     values = _run_jobs(jobs, harness, table, tasks, progress)
     scores: dict[str, dict[str, list[float]]] = {}
     examples: dict[str, dict[str, list]] = {}  # arm -> task -> per-run example rows
+    groups: dict[str, dict[str, list[int]]] = {}  # arm -> task -> each run's pretraining seed
     for (arm, task, seed), value in zip(jobs, values, strict=True):
         scores.setdefault(arm.name, {}).setdefault(task, []).append(value)
         if (rows_ := harness.example_rows(arm, task, seed)) is not None:
             examples.setdefault(arm.name, {}).setdefault(task, []).append(rows_)
+            groups.setdefault(arm.name, {}).setdefault(task, []).append(arm.pretrain.seed)
     rows = {
         arm: {t: report.summarize(v, spec.paper_number(arm, t)) for t, v in row.items()}
         for arm, row in scores.items()
@@ -170,7 +172,7 @@ def ablate(
     for task in [t for a in arms for t in a.tasks if t.endswith("_feature")]:
         baselines[task] = baselines[task.removesuffix("_feature")]
         constants[task] = constants[task.removesuffix("_feature")]
-    intervals = pair_intervals(examples)
+    intervals = pair_intervals(examples, groups)
     # The held-out pairs are every arm's: one arm's labels give the pair tasks' constant (the
     # "none" arm's fresh head is chance, but which label it favours is a coin flip per seed).
     for task, arm in {t: a for a in arms for t in a.tasks if t in PAIR_TASKS}.items():
@@ -178,7 +180,8 @@ def ablate(
     for task, constant_rows in constants.items():
         for name, by_task in examples.items():
             if task in by_task:
-                d = stats.paired_difference(by_task[task], [constant_rows], task)
+                d = stats.paired_difference(by_task[task], [constant_rows], task,
+                                            groups_a=groups[name][task])  # fmt: skip
                 intervals.setdefault(task, {})[f"{name} - {stats.BEST_CONSTANT}"] = d
     budget = None  # a table of intrinsic tasks only fine-tunes nothing
     if kinds:
@@ -236,14 +239,21 @@ def pretraining_name(arm: tables.Arm, pretrain_seed: int) -> str:
     return arm.name if not pretrain_seed else f"{arm.name}, pretraining seed {pretrain_seed}"
 
 
-def pair_intervals(examples: dict[str, dict[str, list]]) -> dict[str, dict[str, dict]]:
+def pair_intervals(
+    examples: dict[str, dict[str, list]], groups: dict[str, dict[str, list[int]]] | None = None
+) -> dict[str, dict[str, dict]]:
     """Every pair of arms sharing a task (in arm order): A minus B, paired bootstrap 95%
-    interval over the task's dev examples and the arms' runs (stats.paired_difference)."""
+    interval over the task's dev examples and the arms' runs (stats.paired_difference), the
+    runs drawn by pretraining run first where `groups` gives each run's."""
     out: dict[str, dict[str, dict]] = {}
     names = list(examples)
+    groups = groups or {}
     for i, a in enumerate(names):
         for b in names[i + 1 :]:
             for task in sorted(examples[a].keys() & examples[b].keys()):
-                d = stats.paired_difference(examples[a][task], examples[b][task], task)
+                d = stats.paired_difference(
+                    examples[a][task], examples[b][task], task,
+                    groups_a=groups.get(a, {}).get(task), groups_b=groups.get(b, {}).get(task),
+                )  # fmt: skip
                 out.setdefault(task, {})[f"{a} - {b}"] = d
     return out

@@ -11,10 +11,13 @@ the gold answers]; CoNLL entity F1 [true positives, predicted entities, gold ent
 sentence (micro F1 = 2 tp / (predicted + gold), seqeval's default conlleval matching).
 
 The bootstrap draws, B times, one multiset of the scored examples (the same for both arms: the
-pairing) and, for each arm, a multiset of its runs (pretraining x fine-tuning seeds); an arm's
-score is the mean over its drawn runs of the headline on the drawn examples. The 2.5 and 97.5
-percentiles of the difference are the 95% interval. It measures what a rerun on new examples
-and new seeds would move, under the assumption that examples and runs are exchangeable.
+pairing) and, for each arm, a multiset of its runs in two levels: its pretraining runs, then
+each drawn pretraining run's fine-tuning seeds; an arm's score is the mean over its drawn runs
+of the headline on the drawn examples. The 2.5 and 97.5 percentiles of the difference are the
+95% interval. It measures what a rerun on new examples, new pretraining runs and new
+fine-tuning seeds would move, under the assumption that each level is exchangeable. With few
+pretraining runs (2 at `cpu`) the variance between them is poorly known, and the interval is
+rough.
 """
 
 from __future__ import annotations
@@ -147,10 +150,14 @@ def _constants(kind: str, task_dir: str) -> tuple[list[str], Callable[[str], np.
 
 def paired_difference(
     runs_a: list[np.ndarray], runs_b: list[np.ndarray], kind: str, draws: int = 2000,
-    seed: int = 0,
+    seed: int = 0, groups_a: list[int] | None = None, groups_b: list[int] | None = None,
 ) -> dict[str, float]:  # fmt: skip
     """Arm A minus arm B (mean over runs of the headline), with its paired bootstrap 95%
-    interval over examples and runs. Every run's rows must be the same N examples in order."""
+    interval over examples and runs. Every run's rows must be the same N examples in order.
+    `groups_*` name each run's pretraining run: the runs are then drawn in two levels, the
+    pretraining runs with replacement and each drawn one's fine-tuning runs with replacement
+    (the multi-bootstrap of Sellam et al. 2022, MultiBERTs), so that runs sharing a pretraining
+    run count as one draw of pretraining, not as independent ones. None: one group."""
     metric = metric_of(kind)
     n = len(runs_a[0])
     if any(len(r) != n for r in (*runs_a, *runs_b)):
@@ -158,16 +165,28 @@ def paired_difference(
     rng = np.random.default_rng(seed)
     weights_BxN = rng.multinomial(n, np.full(n, 1.0 / n), size=draws).astype(np.float64)
 
-    def arm(runs: list[np.ndarray]) -> tuple[float, np.ndarray]:
+    def arm(runs: list[np.ndarray], groups: list[int] | None) -> tuple[float, np.ndarray]:
         full = np.mean([headline(metric, r.sum(0), n) for r in runs])
         per_run_BxR = np.stack([headline(metric, weights_BxN @ r, n) for r in runs], axis=1)
-        pick_BxR = rng.integers(len(runs), size=(draws, len(runs)))
-        return float(full), np.take_along_axis(per_run_BxR, pick_BxR, 1).mean(1)
+        pick_BxK = _two_level_draws(rng, groups or [0] * len(runs), draws)
+        return float(full), np.take_along_axis(per_run_BxR, pick_BxK, 1).mean(1)
 
-    (a, boot_a), (b, boot_b) = arm(runs_a), arm(runs_b)
+    (a, boot_a), (b, boot_b) = arm(runs_a, groups_a), arm(runs_b, groups_b)
     low, high = np.percentile(boot_a - boot_b, [2.5, 97.5])
     return {"diff": a - b, "low": float(low), "high": float(high), "examples": n,
             "runs": [len(runs_a), len(runs_b)]}  # fmt: skip
+
+
+def _two_level_draws(rng: np.random.Generator, groups: list[int], draws: int) -> np.ndarray:
+    """draws x K indices into the runs: G groups drawn with replacement, then F runs drawn with
+    replacement inside each drawn group (F: the largest group's size, so every drawn group
+    weighs the same), K = G x F."""
+    members = [np.flatnonzero(np.asarray(groups) == g) for g in dict.fromkeys(groups)]
+    sizes, most = np.array([len(m) for m in members]), max(len(m) for m in members)
+    table_GxF = np.stack([np.resize(m, most) for m in members])  # padded rows are never read
+    g_BxG = rng.integers(len(members), size=(draws, len(members)))
+    f_BxGxF = (rng.random((draws, len(members), most)) * sizes[g_BxG][..., None]).astype(int)
+    return table_GxF[g_BxG[..., None], f_BxGxF].reshape(draws, -1)
 
 
 def majority_baseline(task_dir: str, kind: str) -> float:
