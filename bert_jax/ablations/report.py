@@ -20,8 +20,9 @@ JSON: {"table": T, "scale": S, "finetune": {"epochs", "learning_rate"} or null,
 `majority` is the training split's most frequent answer scored on dev (kept for scripts that
 read it); `best_constant` is the best single answer on the scored split itself, the baseline an
 arm must beat (bert_jax.ablations.stats.best_constant). `intervals`: every pair of arms sharing
-a task, A minus B with the paired bootstrap 95% interval over dev examples and runs (pretraining
-x fine-tuning seeds), and every arm minus the best constant ("A - best constant", the constant
+a task, A minus B with the paired bootstrap 95% interval over dev examples and runs (drawn in two
+levels since 2026-11-28: pretraining runs, then their fine-tuning seeds), and every arm minus the
+best constant ("A - best constant", the constant
 scored as one run); claims judged by them carry a `verdict` (holds, reversed, unresolved at
 this scale) and their `interval`.
 
@@ -193,7 +194,8 @@ def _against_constant(doc: dict, tasks: list[str]) -> list[str]:
     if not columns:
         return []
     lines = ["", "Each arm minus the best constant of the scored split, in points, with its "
-             "paired 95% interval over the scored examples and the arm's runs:", "",
+             "paired 95% interval over the scored examples and the arm's runs (its "
+             "pretraining runs, then their fine-tuning seeds):", "",
              "| arm | " + " | ".join(columns) + " |",
              "|---" * (len(columns) + 1) + "|"]  # fmt: skip
     for arm, row in shown.items():
