@@ -337,6 +337,10 @@ def test_quick_run_of_every_table_is_complete_and_resumable(tmp_path, monkeypatc
         if key.startswith("eval_"):
             assert value == pytest.approx(final[key], rel=1e-5), key
     assert seen[scale.steps]["extra"] == 1.0 and seen[scale.steps // 4]["eval_loss"] > 0
+    no_nsp = tables.get("5").arms(scale)[1].pretrain  # a table's check reads the last only
+    (last,) = along_training(same, no_nsp, last_only=True).items()
+    final = json.loads((same.pretrain(no_nsp) / "done.json").read_text())
+    assert last[0] == scale.steps and last[1]["eval_loss"] == pytest.approx(final["eval_loss"])
     # A budget that would read the text too often is refused before it trains (--scale host).
     strict = Harness(str(tmp_path), dataclasses.replace(scale, max_repetition=2.0),
                      progress=print)  # fmt: skip

@@ -183,7 +183,7 @@ def masked_lm_check(h: Harness, run: Pretrain) -> dict | None:
         # The AUC (logged since 2026-11-28) and the token-alone bars, for older runs too.
         from bert_jax.ablations.token_alone import token_alone_bars
 
-        steps = along_training(h, run, token_alone_bars)
+        steps = along_training(h, run, token_alone_bars, last_only=True)
         last = steps[max(steps)] if steps else {}
         if "eval_replaced_token_auc" in last:
             check["discriminator_auc"] = last["eval_replaced_token_auc"]
@@ -197,13 +197,17 @@ def _unmeasured(row: dict | None, extra: Callable | None) -> bool:
 
 
 def along_training(
-    h: Harness, run: Pretrain, extra: Callable[[Any, Any, Any], dict] | None = None
+    h: Harness,
+    run: Pretrain,
+    extra: Callable[[Any, Any, Any], dict] | None = None,
+    last_only: bool = False,
 ) -> dict[int, dict[str, float]]:
     """The run's own held-out evaluation (the trainer's eval step on the same batches) at each
     checkpoint it kept, by step: how a pretraining metric moved along the run, including ones
     logged only since the run was made (ELECTRA's `eval_replaced_token_auc`). The last step
     reproduces the run's done.json. `extra(task, trainer, params)` adds measurements of its own
-    (keys not starting with "eval_"). Cached per step in along_training.json."""
+    (keys not starting with "eval_"). `last_only`: measure only the last kept checkpoint (a
+    table's check needs no more). Cached per step in along_training.json."""
     from bert_jax.checkpoint import Checkpointer
 
     wd = h.pretrain(run)
@@ -211,7 +215,7 @@ def along_training(
     done: dict[str, dict] = json.loads(cached.read_text()) if cached.exists() else {}
     ckpt = Checkpointer(wd / "checkpoints", read_only=True, async_save=False)
     try:
-        steps = sorted(ckpt.all_steps())
+        steps = sorted(ckpt.all_steps())[-1:] if last_only else sorted(ckpt.all_steps())
         new = [s for s in steps if _unmeasured(done.get(str(s)), extra)]
         if new:
             c = h.pretrain_config(run)

@@ -22,9 +22,8 @@ read it); `best_constant` is the best single answer on the scored split itself, 
 arm must beat (bert_jax.ablations.stats.best_constant). `intervals`: every pair of arms sharing
 a task, A minus B with the paired bootstrap 95% interval over dev examples and runs (drawn in two
 levels since 2026-11-28: pretraining runs, then their fine-tuning seeds), and every arm minus the
-best constant ("A - best constant", the constant
-scored as one run); claims judged by them carry a `verdict` (holds, reversed, unresolved at
-this scale) and their `interval`.
+best constant ("A - best constant", the constant scored as one run); claims judged by them carry
+a `verdict` (holds, reversed, unresolved at this scale) and their `interval`.
 
 `context_free` is the held-out masked-LM accuracy of answering the most frequent target at
 [MASK] and the shown token elsewhere: a pretrained arm at or below it has not learned to use
