@@ -19,7 +19,8 @@ from bert_jax.errors import BertJaxError
 def test_tpu_plan_fit_checks_every_run_of_every_table_and_writes_the_launch_script(tmp_path):
     """Every table's `--scale tpu` plan with the paper's recipe on a smaller model (Table 6's grid
     shrunk to that model): the same code path, each run's phase-1 and phase-2 step compiled for a
-    v4-32 with libtpu's compile-only devices. The BERT-base plans are measured in the README."""
+    v4-32 with libtpu's compile-only devices. The BERT-base plans are measured in
+    experiments/ablations/HISTORY.md."""
     from bert_jax.ablations import tpu
     from bert_jax.ablations.run import scale_for
 
