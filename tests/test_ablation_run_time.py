@@ -26,3 +26,41 @@ def test_attempts_add_up_and_each_run_counts_once(tmp_path, monkeypatch):
                             ("choosing", old)])  # fmt: skip
     assert spent == {"pretraining_h": 0.5, "choosing_h": 0.0, "finetuning_h": 0.25, "runs": 3,
                      "untimed_runs": 1}  # fmt: skip
+
+
+def test_what_is_left_is_estimated_from_finished_runs_of_its_kind(tmp_path):
+    """A pretraining run's cost per step comes from the rate its log shows, not its record (a
+    resumed run's record covers its last attempt only); a fine-tuning run's from its record."""
+    root = epath.Path(tmp_path)
+    resumed = root / "resumed"  # 1000 steps of 32 at 320 seq/s: 100 s, though 4 s recorded
+    resumed.mkdir()
+    (resumed / "config.json").write_text('{"global_batch_size": 32}')
+    rates = (300.0, 320.0, 340.0, 20.0, 320.0)  # one window slowed by a neighbour: the median
+    (resumed / "metrics.jsonl").write_text("\n".join(
+        f'{{"step": {i}, "seq_per_sec": {r}}}' for i, r in enumerate(rates)) + '\n{"eval_loss": 2}')
+    (resumed / run_time.FILE).write_text('{"seconds": 4.0, "attempts": 1}')
+    tunes = []
+    for i, took in enumerate((100.0, 300.0, 200.0)):
+        (d := root / f"tune{i}").mkdir()
+        (d / run_time.FILE).write_text(f'{{"seconds": {took}, "attempts": 1}}')
+        tunes.append(d)
+    refs = [
+        run_time.Ref("pretraining", "mlm L2", resumed, True),
+        run_time.Ref("pretraining", "mlm L2", root / "half", False, 3600 * 10),  # 10 s/step
+        run_time.Ref("pretraining", "mlm L2", root / "half", False, 3600 * 10),  # shared: once
+        run_time.Ref("pretraining", "electra L2", root / "new", False, 1000),  # no finished one
+        *(run_time.Ref("finetuning", "conll L2", d, True) for d in tunes),
+        run_time.Ref("finetuning", "conll L2", None, False),  # its rate not chosen yet
+        run_time.Ref("finetuning", "conll L2", root / "t4", False),
+        run_time.Ref("choosing", "conll L2", root / "c0", False),  # no choice finished
+    ]
+    left = run_time.remaining(refs)
+    assert left["pretraining"] == {"runs": 2, "hours": pytest.approx(1.0), "unknown": 1}
+    assert left["finetuning"] == {"runs": 2, "hours": pytest.approx(400 / 3600), "unknown": 0}
+    assert left["choosing"] == {"runs": 1, "hours": 0.0, "unknown": 1}
+    assert run_time.describe(left) == (
+        "to do: 2 pretraining runs (about 1.0 h; 1 with none of their kind finished yet), "
+        "1 rate-choice run (none of their kind finished yet), 2 fine-tuning runs (about 7 min); "
+        "about 1.1 h of one process in all, by this workdir's finished runs of the same kind")
+    done = run_time.remaining(r._replace(done=True) for r in refs if r.directory is not None)
+    assert run_time.describe(done) is None

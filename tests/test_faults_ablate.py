@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from etils import epath
 
-from bert_jax.ablations import run
+from bert_jax.ablations import run, run_time
 from bert_jax.ablations.harness import Harness
 from bert_jax.ablations.run import scale_for
 from bert_jax.errors import BertJaxError
@@ -94,8 +94,12 @@ class _StandIn:
             return None
         return {"mlm_accuracy": 0.3 + run_.seed / 100, "unigram": 0.05, "context_free": 0.13}
 
-    def run_dirs(self, arm, task, seed):  # no runs on disk: every one untimed
-        yield "finetuning", epath.Path("/nonexistent") / arm.name / task / str(seed)
+    def job_runs(self, arm, task, seed):  # no runs on disk: every one untimed
+        directory = epath.Path("/nonexistent") / arm.name / task / str(seed)
+        yield run_time.Ref("finetuning", task, directory, True)
+
+    def to_do(self, jobs) -> None:
+        return None
 
     def example_rows(self, arm, task, seed):  # every arm right on the same half: no difference
         if task.startswith("conll"):  # [tp, predicted, gold] entities per sentence

@@ -62,6 +62,12 @@ def shard_objective(objective: str) -> str:
     return {"swapped_pairs": "sop", "packed": "full_sentences"}.get(pairing, "nsp")
 
 
+def _last_checkpoint(run: epath.Path) -> int:
+    """The step of a pretraining run's latest checkpoint (0 without one)."""
+    steps = [int(d.name) for d in (run / "checkpoints").glob("*") if d.name.isdigit()]
+    return max(steps, default=0)
+
+
 def _on_seed0(arm: Arm) -> Arm:
     """`arm` on its pretraining seed 0, where its learning rates are chosen."""
     return dataclasses.replace(arm, pretrain=dataclasses.replace(arm.pretrain, seed=0))
@@ -353,16 +359,34 @@ class Harness:
         budget += length_suffix(s, self.finetune_seq(arm, task))
         return self._arm_dir(_on_seed0(arm), task) / f"choose-{among}-{budget}"
 
-    def run_dirs(self, arm: Arm, task: str, seed: int) -> Iterator[tuple[str, epath.Path]]:
-        """(part, directory) of each run a finished job used (bert_jax.ablations.run_time)."""
-        if not arm.pretrain.checkpoint:
-            yield "pretraining", self.root / "pretrain" / arm.pretrain.key
+    def job_runs(self, arm: Arm, task: str, seed: int) -> Iterator[run_time.Ref]:
+        """Each run a job uses, finished or not (bert_jax.ablations.run_time); runs not chosen
+        or made yet are only looked at."""
+        p = arm.pretrain
+        if not p.checkpoint:
+            wd = self.root / "pretrain" / p.key
+            done = (wd / "done.json").exists()
+            left = 0 if done else max(p.steps, 1) - _last_checkpoint(wd)
+            kind = f"{p.objective} {p.model}{'' if p.steps else ' random'}"
+            yield run_time.Ref("pretraining", kind, wd, done, left)
         if task in INTRINSIC:
             return
+        kind = f"{task} {p.model}{' + BiLSTM' if arm.bilstm else ''}"
         if self.scale.finetune_lrs and task != "conll_feature":
             for lr in self.scale.finetune_lrs:
-                yield "choosing", self._choice_dir(arm, task) / f"lr{lr:g}"
-        yield "finetuning", self._finetune_dir(arm, task, seed)
+                run = self._choice_dir(arm, task) / f"lr{lr:g}"
+                yield run_time.Ref("choosing", kind, run, (run / "eval_results.json").exists())
+        lr = self.learning_rate(arm, task, choose=False)
+        run = None if lr is None else self._finetune_dir(arm, task, seed, lr)
+        done = run is not None and (run / "eval_results.json").exists()
+        yield run_time.Ref("finetuning", kind, run, done)
+
+    def to_do(self, jobs: list[tuple[Arm, str, int]]) -> str | None:
+        """What a continued sweep has left and about how long it takes; None on a workdir
+        with no timed pretraining run yet (nothing to go by, and nothing is looked at)."""
+        if not any((self.root / "pretrain").glob("*/" + run_time.FILE)):
+            return None
+        return run_time.describe(run_time.remaining(r for j in jobs for r in self.job_runs(*j)))
 
     def train_slice(self, kind: str) -> str:
         """`kind`'s data re-split: the first 80% of its train as train, the rest as dev."""

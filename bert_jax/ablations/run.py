@@ -151,6 +151,8 @@ def ablate(
             for p in range(1 if arm.pretrain.checkpoint else scale.pretrain_seeds)
             for task in arm.tasks
             for seed in (range(1) if task in tables.INTRINSIC else range(scale.seeds))]  # fmt: skip
+    if (left := harness.to_do(jobs)) is not None:
+        progress(left)
     start = time.time()
     values = _run_jobs(jobs, harness, table, tasks, progress)
     scores: dict[str, dict[str, list[float]]] = {}
@@ -202,7 +204,8 @@ def ablate(
               for a in arms if a.step is None
               for p in range(1 if a.pretrain.checkpoint else scale.pretrain_seeds)}  # fmt: skip
     pretraining = {name: check for name, check in checks.items() if check is not None}
-    compute = run_time.spent(d for job in jobs for d in harness.run_dirs(*job))
+    compute = run_time.spent((r.part, r.directory) for job in jobs for r in harness.job_runs(*job)
+                             if r.directory is not None)
     doc = report.write(workdir, table, scale.name, rows, baselines, budget, pretraining,
                        intervals, uncalibrated(workdir, table), compute)  # fmt: skip
     wrote = f"wrote {workdir}/{table}.json and {table}.md ({time.time() - start:.0f}s)"

@@ -9,14 +9,21 @@ seconds (the steps it checkpointed are kept). The table's JSON `compute` sums th
 Runs are counted once however many arms share them (Table 5's "+ BiLSTM" shares LTR's
 pretraining), each at the seconds of its own process: two sweeps side by side on two cores
 add up to about twice the wall time.
+
+A sweep continued on a workdir first says what is left and about how long it takes, from the
+finished runs of the same kind (`remaining`, `describe`):
+
+    to do: 9 pretraining runs (about 5.8 h), 12 rate-choice runs (about 0.6 h), 84
+    fine-tuning runs (about 4.3 h); about 10.7 h of one process in all ...
 """
 
 from __future__ import annotations
 
 import json
+import statistics
 import time
 from collections.abc import Callable, Iterable
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from etils import epath
 
@@ -67,3 +74,82 @@ def spent(runs: Iterable[tuple[str, epath.Path]]) -> dict:
             hours[part] += took / 3600
     out = {f"{part}_h": round(h, 3) for part, h in hours.items()}
     return {**out, "runs": len(seen), "untimed_runs": untimed}
+
+
+class Ref(NamedTuple):
+    """One run a table's job uses. Runs of one `kind` cost about the same per unit: a
+    pretraining step, or a whole fine-tuning run. `units`: what a finished run did, or what an
+    unfinished one still needs."""
+
+    part: str  # one of PARTS
+    kind: str
+    directory: epath.Path | None  # None: a fine-tuning run whose rate is not chosen yet
+    done: bool
+    units: float = 1.0
+
+
+def _unit_seconds(ref: Ref) -> float | None:
+    """A finished run's seconds per unit. A pretraining run's come from the step rate its log
+    shows (a resumed run's record covers its last attempt only); the others' from the record."""
+    if ref.part != "pretraining":
+        took = seconds(ref.directory)
+        return None if took is None else took / ref.units
+    config, log = ref.directory / "config.json", ref.directory / "metrics.jsonl"
+    if not (config.exists() and log.exists()):
+        return None
+    batch = json.loads(config.read_text())["global_batch_size"]
+    rates = [m["seq_per_sec"] for line in log.read_text().splitlines()
+             if "seq_per_sec" in (m := json.loads(line))]  # fmt: skip
+    return batch / statistics.median(rates) if rates else None
+
+
+def remaining(refs: Iterable[Ref]) -> dict[str, dict]:
+    """Per part: the unfinished runs, their estimated hours (the median seconds per unit of
+    the finished runs of their part and kind, times their units), and how many have no such
+    run to go by."""
+    per_unit: dict[tuple[str, str], list[float]] = {}
+    todo, seen = [], set()
+    for ref in refs:
+        if ref.directory is not None:  # shared runs count once
+            if str(ref.directory) in seen:
+                continue
+            seen.add(str(ref.directory))
+        if not ref.done:
+            todo.append(ref)
+        elif (cost := _unit_seconds(ref)) is not None:
+            per_unit.setdefault((ref.part, ref.kind), []).append(cost)
+    out = {part: {"runs": 0, "hours": 0.0, "unknown": 0} for part in PARTS}
+    for ref in todo:
+        o = out[ref.part]
+        o["runs"] += 1
+        if (costs := per_unit.get((ref.part, ref.kind))) is not None:
+            o["hours"] += statistics.median(costs) * ref.units / 3600
+        else:
+            o["unknown"] += 1
+    return out
+
+
+def _about(hours: float) -> str:
+    return f"about {hours:.1f} h" if hours >= 1 else f"about {round(hours * 60)} min"
+
+
+def describe(left: dict[str, dict]) -> str | None:
+    """One line of what `remaining` found; None when nothing is left."""
+    said = []
+    for part, noun in zip(PARTS, ("pretraining", "rate-choice", "fine-tuning"), strict=True):
+        o = left[part]
+        if not o["runs"]:
+            continue
+        known = o["runs"] - o["unknown"]
+        how = _about(o["hours"]) if known else "none of their kind finished yet"
+        if known and o["unknown"]:
+            how += f"; {o['unknown']} with none of their kind finished yet"
+        said.append(f"{o['runs']} {noun} run{'s' if o['runs'] > 1 else ''} ({how})")
+    if not said:
+        return None
+    line = f"to do: {', '.join(said)}"
+    if all(o["runs"] == o["unknown"] for o in left.values()):
+        return line
+    total = sum(o["hours"] for o in left.values())
+    return (f"{line}; {_about(total)} of one process in all, by this workdir's finished runs "
+            "of the same kind")  # fmt: skip
