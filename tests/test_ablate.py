@@ -371,8 +371,8 @@ def test_quick_run_of_every_table_is_complete_and_resumable(tmp_path, monkeypatc
 def test_electra_table_matches_training_flops_and_reads_packed_shards():
     """The MLM arm gets the steps whose FLOPs equal the ELECTRA arm's (generator counted, from
     the trainer's own FLOPs count of each task); both read full-sentence shards."""
-    from bert_jax.ablations.harness import shard_objective
     from bert_jax.ablations.scales import SCALES, mlm_steps_at_electra_flops
+    from bert_jax.ablations.workdir import shard_objective
     from bert_jax.pretraining.task import pretraining_task
     from bert_jax.train.config import pretrain_config
 

@@ -1,65 +1,39 @@
-"""Runs a table's arms: corpus -> vocab -> shards -> pretraining -> fine-tuning per task and seed.
+"""Runs a table's arms: pretraining -> fine-tuning per task and seed, over the workdir's shared
+data (bert_jax.ablations.workdir: corpus split, vocab, shards, suite).
 
 Everything lands under the workdir, keyed by what determines it, and a finished piece is never
 redone, so a killed sweep rerun with the same arguments continues where it stopped and ends with
 the same numbers:
 
-  data/          corpus split (train.txt, eval.txt), vocab/, shards per pairing (nsp/, sop/)
-  suite/         the built-in downstream tasks (bert_jax.ablations.suite), unless --task is given
   pretrain/KEY/  one pretraining workdir per run (tables.Pretrain.key); done.json when finished
   finetune/      fine-tuning runs (bert_jax.ablations.layout), each arm's choice-of-rate runs
-  lr_slices/     each task's train re-split to choose rates on (bert_jax.ablations.lr_choice)
-  .data.lock     held while data/ or suite/ is built, so sweeps sharing the workdir build once
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import ml_collections
 import numpy as np
 from etils import epath
 
 from bert_jax import objectives
-from bert_jax.ablations import checks, run_time, stats, suite
-from bert_jax.ablations.inputs import (
-    FAMILY,
-    check_task_dir,
-    documents_within,
-    read_documents,
-    released_checkpoint,
-    write_docs,
-)
+from bert_jax.ablations import checks, run_time, stats
+from bert_jax.ablations.inputs import FAMILY, released_checkpoint
 from bert_jax.ablations.layout import arm_subdir, budget_subdir, length_suffix
-from bert_jax.ablations.scales import BILSTM_HEAD_LR, Scale
+from bert_jax.ablations.scales import BILSTM_HEAD_LR
 from bert_jax.ablations.tables import INTRINSIC, Arm, Pretrain
-from bert_jax.atomic_write import is_local, write_json_atomic
-from bert_jax.corpus import embedded
-from bert_jax.data.pipeline import create_pretraining_data
+from bert_jax.ablations.workdir import Workdir
+from bert_jax.atomic_write import write_json_atomic
 from bert_jax.errors import BertJaxError
 from bert_jax.runs import finetune as runner
 from bert_jax.runs.pretrain import run_pretraining
-from bert_jax.tokenization.vocab_builder import build_vocab
 from bert_jax.train.config import finetune_config, pretrain_config
 from bert_jax.train.lock import WorkdirLock, in_use
 
 _ONE_DEVICE = {"data": 1, "fsdp": 1, "tensor": 1}
-# Held out: one document in five (a tenth before suite v3), for the cpu suite's 2000 dev examples.
-HELD_OUT_EVERY = 5
-# Scale fields that are part of each run's directory name (or chosen per table): free to differ.
-_KEYED = ("name", "model", "steps", "seeds", "pretrain_seeds", "sizes", "finetune_epochs",
-          "finetune_lr", "finetune_lrs", "finetune_dropout", "warn_repetition",
-          "max_repetition", "task_epochs")  # fmt: skip
-
-
-def shard_objective(objective: str) -> str:
-    """The create-pretraining-data objective whose shards (without masks) serve `objective`:
-    sentence pairs (nsp), swapped pairs (sop) or packed full sentences (MLM-only, ELECTRA)."""
-    pairing = objectives.get(objective).pairing
-    return {"swapped_pairs": "sop", "packed": "full_sentences"}.get(pairing, "nsp")
 
 
 def _last_checkpoint(run: epath.Path) -> int:
@@ -74,154 +48,12 @@ def _on_seed0(arm: Arm) -> Arm:
 
 
 @dataclasses.dataclass
-class Harness:
-    workdir: str
-    scale: Scale
-    corpus: str = ""  # comma-separated globs; "" = the embedded corpus
-    tasks: dict[str, str] = dataclasses.field(default_factory=dict)  # kind -> user data dir
-    progress: Callable[[str], None] = print
+class Harness(Workdir):
+    """The workdir's runs: pretraining, fine-tuning (choosing each arm's rate) and scores."""
 
     def __post_init__(self) -> None:
-        self.root = epath.Path(self.workdir)
-        self.root.mkdir(parents=True, exist_ok=True)
-        self._docs: list[list[str]] | None = None
+        super().__post_init__()
         self._seq: dict[tuple[str, str], int] = {}  # per (downstream kind, released checkpoint)
-        self._building_depth = 0
-        # Inputs are checked before settings.json records them (a typo recorded there would
-        # refuse the corrected command) and before any arm starts.
-        for kind, directory in self.tasks.items():
-            check_task_dir(kind, directory)
-        if self.corpus and not (self.root / "data" / "eval.txt").exists():
-            self._documents()  # globs that match nothing, too few documents
-        self._check_settings()
-
-    @contextlib.contextmanager
-    def _building(self) -> Iterator[None]:
-        """The shared data (corpus split, vocab, shards, suite) is built by one process at a
-        time: a second `bert-jax ablate` on this workdir waits here, then finds it built. An
-        flock on local workdirs (the kernel drops it if the holder dies); re-entrant, since
-        the shards need the vocab."""
-        with contextlib.ExitStack() as stack:
-            if not self._building_depth and is_local(self.root):
-                import fcntl
-
-                lock = stack.enter_context(open(self.root / ".data.lock", "a"))
-                fcntl.flock(lock, fcntl.LOCK_EX)
-            self._building_depth += 1
-            try:
-                yield
-            finally:
-                self._building_depth -= 1
-
-    def _build_once(self, marker: epath.Path, build: Callable[[], None]) -> None:
-        """`build()` unless `marker` (written last by it) exists, looked at again under the
-        data lock, so a sweep that waited there does not build it a second time."""
-        if marker.exists():
-            return
-        with self._building():
-            if not marker.exists():
-                build()
-
-    def _check_settings(self) -> None:
-        """Finished runs are keyed by objective, model, steps, mix, task, fine-tuning budget and
-        seed only: the rest of the scale, the corpus, the --task data and the built-in suite's
-        construction (`suite.VERSION`) are recorded on first use, and a workdir made with other
-        values is refused rather than mixed into the new tables."""
-        now = {k: v for k, v in dataclasses.asdict(self.scale).items() if k not in _KEYED}
-        extra = {"corpus": self.corpus, "tasks": self.tasks, "suite_version": suite.VERSION}
-        now = json.loads(json.dumps({**now, **extra}))
-        path = self.root / "settings.json"
-        if not path.exists():
-            write_json_atomic(path, now, sort_keys=True)
-            return
-        before = {k: v for k, v in json.loads(path.read_text()).items() if k not in _KEYED}
-        changed = sorted(k for k in now.keys() | before.keys() if now.get(k) != before.get(k))
-        if changed:
-            diff = ", ".join(f"{k}={before.get(k)!r} (now {now.get(k)!r})" for k in changed)
-            raise BertJaxError(
-                f"{path}: this workdir's runs were made with {diff}; use another --workdir "
-                "(or the earlier settings) so the tables do not mix the two"
-            )
-
-    # ---- data --------------------------------------------------------------------------------
-    def _documents(self) -> list[list[str]]:
-        if self._docs is None:
-            docs = read_documents(self.corpus) if self.corpus else list(embedded.iter_documents())
-            self._docs = docs
-        return self._docs
-
-    def _corpus_split(self) -> tuple[epath.Path, epath.Path]:
-        """Every `HELD_OUT_EVERY`-th document is held out: held-out pretraining text (the first
-        tenth of `corpus_bytes`, or 300 KB when the scale reads the whole corpus) and the
-        built-in suite."""
-        data = self.root / "data"
-        train, held = data / "train.txt", data / "eval.txt"
-
-        def split() -> None:
-            data.mkdir(parents=True, exist_ok=True)
-            held_out, rest = self._held_out_and_rest()
-            write_docs(rest, train, self.scale.corpus_bytes)
-            size = self.scale.corpus_bytes
-            write_docs(held_out, held, max(size // 10, 20_000) if size else 300_000)
-
-        self._build_once(held, split)
-        return train, held
-
-    def _held_out_and_rest(self) -> tuple[list[list[str]], list[list[str]]]:
-        docs = self._documents()
-        return docs[::HELD_OUT_EVERY], [d for i, d in enumerate(docs) if i % HELD_OUT_EVERY]
-
-    def _suite_documents(self) -> list[list[str]]:
-        """The held-out documents, then those the pretraining text left out (beyond the
-        scale's `corpus_bytes`): no pretraining run reads a sentence the suite is built of."""
-        held_out, rest = self._held_out_and_rest()
-        return held_out + rest[documents_within(rest, self.scale.corpus_bytes) :]
-
-    def vocab_file(self) -> str:
-        out = self.root / "data" / "vocab"
-
-        def vocab() -> None:
-            train, _ = self._corpus_split()
-            self.progress(f"building a {self.scale.vocab_size}-token vocab")
-            build_vocab(str(train), self.scale.vocab_size, out, num_threads=1)
-
-        self._build_once(out / "vocab_stats.json", vocab)
-        return str(out / "vocab.txt")
-
-    def shards(self, objective: str) -> tuple[str, str]:
-        """(train, eval) shard globs for an objective's pairing, without static masks (masks are
-        drawn at training time, so every masking mix reads the same shards)."""
-        flag = shard_objective(objective)
-        base = self.root / "data" / flag
-        vocab = self.vocab_file()
-        train, held = self._corpus_split()
-        for split, text in (("train", train), ("eval", held)):
-
-            def write(split: str = split, text: epath.Path = text) -> None:
-                self.progress(f"writing {flag} {split} shards")
-                create_pretraining_data(
-                    str(text), str(base / split), vocab, objective=flag, dynamic_masking=True,
-                    max_seq_length=self.scale.seq, max_predictions_per_seq=self.scale.predictions,
-                    dupe_factor=self.scale.dupe_factor if split == "train" else 1,
-                )  # fmt: skip
-
-            self._build_once(base / split / "stats.json", write)
-        return str(base / "train" / "shard-*.tfrecord"), str(base / "eval" / "shard-*.tfrecord")
-
-    def task_dir(self, kind: str) -> str:
-        if kind in self.tasks:
-            return self.tasks[kind]
-        out = self.root / "suite"
-
-        def build() -> None:
-            self.progress("building the downstream suite from held-out documents")
-            counts = suite.build_suite(
-                self._suite_documents(), str(out), self.scale.suite_train, self.scale.suite_dev
-            )
-            write_json_atomic(out / "counts.json", counts, sort_keys=True)
-
-        self._build_once(out / "counts.json", build)
-        return str(out / kind)
 
     # ---- pretraining -------------------------------------------------------------------------
     def pretrain_config(self, run: Pretrain) -> ml_collections.ConfigDict:
@@ -387,19 +219,6 @@ class Harness:
         if not any((self.root / "pretrain").glob("*/" + run_time.FILE)):
             return None
         return run_time.describe(run_time.remaining(r for j in jobs for r in self.job_runs(*j)))
-
-    def train_slice(self, kind: str) -> str:
-        """`kind`'s data re-split: the first 80% of its train as train, the rest as dev."""
-        from bert_jax.ablations.lr_choice import write_train_slice
-
-        out = self.root / "lr_slices" / kind
-
-        def build() -> None:
-            sizes = write_train_slice(kind, self.task_dir(kind), str(out))
-            write_json_atomic(out / "slice.json", sizes, sort_keys=True)
-
-        self._build_once(out / "slice.json", build)
-        return str(out)
 
     def finetune(self, arm: Arm, task: str, seed: int) -> float:
         """Dev headline x 100 (accuracy; entity F1; SQuAD F1) of one fine-tuning run."""

@@ -27,10 +27,10 @@ from etils import epath
 
 from bert_jax import objectives
 from bert_jax.ablations import tables
-from bert_jax.ablations.harness import shard_objective
 from bert_jax.ablations.inputs import FAMILY
 from bert_jax.ablations.layout import arm_subdir, budget_subdir
 from bert_jax.ablations.scales import BILSTM_HEAD_LR, Scale
+from bert_jax.ablations.workdir import shard_objective
 from bert_jax.atomic_write import write_json_atomic, write_text_atomic
 from bert_jax.errors import BertJaxError
 from bert_jax.train.config import pretrain_config
