@@ -85,3 +85,21 @@ def test_calibration_chooses_each_arms_rate_on_train(tmp_path, monkeypatch, tiny
         tmp_path / "calibration.md").read_text()
     md = (tmp_path / "calibration.md").read_text()
     assert "chosen per task from {0.001, 0.0001}" in md and "best constant (dev)" in md
+    # Every other table of the workdir shows the ceiling beside its random init and constant,
+    # and says when it was fine-tuned at another budget.
+    from bert_jax.ablations import report, run
+
+    top = run.ceiling(str(tmp_path), "5", doc["finetune"])
+    assert top == {"arm": calibration.CEILING, "same_budget": True,
+                   "cells": doc["arms"][calibration.CEILING]}  # fmt: skip
+    other = run.ceiling(str(tmp_path), "5", {**doc["finetune"], "epochs": 30.0})
+    assert other["same_budget"] is False and run.ceiling(str(tmp_path), "calibration",
+                                                         doc["finetune"]) is None  # fmt: skip
+    table5 = {"table": "5", "scale": "cpu", "finetune": doc["finetune"],
+              "arms": {"BERT": {"sst2": doc["arms"][RANDOM_INIT]["sst2"]}},
+              "baselines": doc["baselines"]}  # fmt: skip
+    median = doc["arms"][calibration.CEILING]["sst2"]["median"]
+    shown = report.markdown({**table5, "ceiling": top})
+    assert f"| ceiling: {calibration.CEILING} (calibration) | {median:.2f} |" in shown
+    shown = report.markdown({**table5, "ceiling": other})
+    assert f"(calibration, at another fine-tuning budget) | {median:.2f} |" in shown

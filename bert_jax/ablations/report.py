@@ -15,6 +15,9 @@ JSON: {"table": T, "scale": S, "finetune": {"epochs", "learning_rate"} or null,
        "claims": [{"claim", "holds", "detail", "verdict", "interval"}],   (claims.py)
        "uncalibrated": [TASK],   (when the workdir's calibration table has been run: tasks
            whose ceiling is too close to their floor; claims on them are "not used")
+       "ceiling": {"arm", "same_budget", "cells": {TASK: {"median", ...}}},   (the workdir's
+           calibration's pretrained MiniLM-L6 per task, shown beside random init and the best
+           constant; same_budget: fine-tuned at this table's epochs and rates)
        "wiring_check": true | false}   (--quick: no claim is scored, the md says why)
 
 `majority` is the training split's most frequent answer scored on dev (kept for scripts that
@@ -62,6 +65,7 @@ def write(
     out_dir: str, table: str, scale: str, arms: dict, baselines: dict, finetune: dict | None,
     pretraining: dict | None = None, intervals: dict | None = None,
     uncalibrated: list[str] | None = None, compute: dict | None = None,
+    ceiling: dict | None = None,
 ) -> dict:  # fmt: skip
     doc = {"table": table, "scale": scale, "finetune": finetune, "arms": arms,
            "baselines": baselines, "pretraining": pretraining or {},
@@ -70,6 +74,8 @@ def write(
         doc["compute"] = compute
     if uncalibrated is not None:  # the workdir's calibration table has been run
         doc["uncalibrated"] = uncalibrated
+    if ceiling is not None:
+        doc["ceiling"] = ceiling
     wiring = scale == "quick"  # claims scored on its numbers would read as findings
     doc["claims"] = [] if wiring else claims.check(doc)
     doc["wiring_check"] = wiring
@@ -126,6 +132,10 @@ def markdown(doc: dict) -> str:
         row = [f"{doc['baselines'][t][key]:.2f}" if t in doc["baselines"] else ""
                for t in tasks]  # fmt: skip
         lines.append(f"| {name} | " + " | ".join(row) + " |")
+    if top := doc.get("ceiling"):  # the third reference point, from the calibration table
+        where = "" if top["same_budget"] else ", at another fine-tuning budget"
+        row = [f"{c['median']:.2f}" if (c := top["cells"].get(t)) else "" for t in tasks]
+        lines.append(f"| ceiling: {top['arm']} (calibration{where}) | " + " | ".join(row) + " |")
     lines += tail + _against_constant(doc, tasks)
     if c := doc.get("compute"):
         untimed = (f"; {c['untimed_runs']} of its {c['runs']} runs were made before run times "
