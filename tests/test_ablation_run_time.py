@@ -64,3 +64,18 @@ def test_what_is_left_is_estimated_from_finished_runs_of_its_kind(tmp_path):
         "about 1.1 h of one process in all, by this workdir's finished runs of the same kind")
     done = run_time.remaining(r._replace(done=True) for r in refs if r.directory is not None)
     assert run_time.describe(done) is None
+
+
+def test_a_runs_kind_is_read_from_where_it_lives():
+    """Fine-tuning and rate-choice runs of one model, task and budget are one kind whatever
+    their rate, pretraining seed or Figure 5 step; another model, task or budget is another."""
+    from bert_jax.ablations.layout import run_kind
+
+    f = epath.Path("/w/finetune")
+    runs = ("mlm-L2-H128-A2-80.10.10-s10000-p1/conll/e30-lr5e-05-d0.1-s64/seed0",
+            "ltr-L2-H128-A2-80.10.10-s10000@2500/conll/e30-lr0.0003-d0.1-s64/seed2",
+            "random-L2-H128-A2-mlm_nsp-p1/conll/choose-0.0003-5e-05-e30-d0.1-s64/lr5e-05")
+    same = {run_kind(f / run) for run in runs}
+    assert same == {"L2-H128-A2 conll e30-d0.1-s64"}
+    assert run_kind(f / "released-MiniLM-L6/squad+bilstm-h0.001/e3-lr0.0001-d0.1/seed1") == (
+        "MiniLM-L6 squad+bilstm-h0.001 e3-d0.1")

@@ -12,6 +12,7 @@ the same numbers:
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 from collections.abc import Iterator
 
@@ -22,7 +23,7 @@ from etils import epath
 from bert_jax import objectives
 from bert_jax.ablations import checks, run_time, stats
 from bert_jax.ablations.inputs import FAMILY, released_checkpoint
-from bert_jax.ablations.layout import arm_subdir, budget_subdir, length_suffix
+from bert_jax.ablations.layout import arm_subdir, budget_subdir, length_suffix, run_kind
 from bert_jax.ablations.scales import BILSTM_HEAD_LR
 from bert_jax.ablations.tables import INTRINSIC, Arm, Pretrain
 from bert_jax.ablations.workdir import Workdir
@@ -40,6 +41,11 @@ def _last_checkpoint(run: epath.Path) -> int:
     """The step of a pretraining run's latest checkpoint (0 without one)."""
     steps = [int(d.name) for d in (run / "checkpoints").glob("*") if d.name.isdigit()]
     return max(steps, default=0)
+
+
+def _pretraining_kind(objective: str, model: str, random: bool) -> str:
+    """What a pretraining step's cost depends on (random init: a run of one step at rate 0)."""
+    return f"{objective} {model}" + (" random" if random else "")
 
 
 def _on_seed0(arm: Arm) -> Arm:
@@ -199,26 +205,39 @@ class Harness(Workdir):
             wd = self.root / "pretrain" / p.key
             done = (wd / "done.json").exists()
             left = 0 if done else max(p.steps, 1) - _last_checkpoint(wd)
-            kind = f"{p.objective} {p.model}{'' if p.steps else ' random'}"
+            kind = _pretraining_kind(p.objective, p.model, random=not p.steps)
             yield run_time.Ref("pretraining", kind, wd, done, left)
         if task in INTRINSIC:
             return
-        kind = f"{task} {p.model}{' + BiLSTM' if arm.bilstm else ''}"
         if self.scale.finetune_lrs and task != "conll_feature":
             for lr in self.scale.finetune_lrs:
                 run = self._choice_dir(arm, task) / f"lr{lr:g}"
-                yield run_time.Ref("choosing", kind, run, (run / "eval_results.json").exists())
+                done = (run / "eval_results.json").exists()
+                yield run_time.Ref("choosing", run_kind(run), run, done)
         lr = self.learning_rate(arm, task, choose=False)
-        run = None if lr is None else self._finetune_dir(arm, task, seed, lr)
-        done = run is not None and (run / "eval_results.json").exists()
-        yield run_time.Ref("finetuning", kind, run, done)
+        run = self._finetune_dir(arm, task, seed, lr or self.scale.finetune_lrs[0])
+        done = lr is not None and (run / "eval_results.json").exists()
+        yield run_time.Ref("finetuning", run_kind(run), run if lr else None, done)
 
     def to_do(self, jobs: list[tuple[Arm, str, int]]) -> str | None:
-        """What a continued sweep has left and about how long it takes; None on a workdir
-        with no timed pretraining run yet (nothing to go by, and nothing is looked at)."""
+        """What a continued sweep has left and about how long it takes, by the finished runs of
+        the same kind anywhere in the workdir (other tables' too); None on a workdir with no
+        timed pretraining run yet (nothing to go by, and nothing is looked at)."""
         if not any((self.root / "pretrain").glob("*/" + run_time.FILE)):
             return None
-        return run_time.describe(run_time.remaining(r for j in jobs for r in self.job_runs(*j)))
+        refs = itertools.chain((r for j in jobs for r in self.job_runs(*j)), self._finished())
+        return run_time.describe(run_time.remaining(refs))
+
+    def _finished(self) -> Iterator[run_time.Ref]:
+        """Every finished run in the workdir, to estimate the unfinished ones by."""
+        for done in (self.root / "pretrain").glob("*/done.json"):
+            c = json.loads((done.parent / "config.json").read_text())
+            kind = _pretraining_kind(c["objective"], c["model"], random=not c["learning_rate"])
+            yield run_time.Ref("pretraining", kind, done.parent, True)
+        for record in (self.root / "finetune").glob("*/*/*/*/" + run_time.FILE):
+            run = record.parent
+            part = "choosing" if run.parent.name.startswith("choose-") else "finetuning"
+            yield run_time.Ref(part, run_kind(run), run, True)
 
     def finetune(self, arm: Arm, task: str, seed: int) -> float:
         """Dev headline x 100 (accuracy; entity F1; SQuAD F1) of one fine-tuning run."""

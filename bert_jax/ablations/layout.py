@@ -7,6 +7,10 @@ land where a rerun of the table looks for them:
 
 from __future__ import annotations
 
+import re
+
+from etils import epath
+
 from bert_jax.ablations.scales import BILSTM_HEAD_LR, Scale
 from bert_jax.ablations.tables import Arm
 
@@ -30,3 +34,28 @@ def budget_subdir(scale: Scale, learning_rate: float, task: str, seq: int | None
 def length_suffix(scale: Scale, seq: int | None) -> str:
     """`-sSEQ` for fine-tuning runs shorter than the scale's length; runs at it name none."""
     return f"-s{seq}" if seq and seq != scale.seq else ""
+
+
+def _model_of(key: str) -> str:
+    """The model of a pretraining run key (tables.Pretrain.key): `released-MODEL`,
+    `random-MODEL-OBJECTIVE[-pP]` or `OBJECTIVE-MODEL-MIX-sSTEPS[-pP]` (objectives have no
+    hyphen, mixes are dotted)."""
+    key = re.sub(r"-p\d+$", "", key.split("@")[0])
+    if key.startswith("released-"):
+        return key.removeprefix("released-")
+    if key.startswith("random-"):
+        return key.removeprefix("random-").rsplit("-", 1)[0]
+    return re.sub(r"-\d+\.\d+\.\d+-s\d+$", "", key.split("-", 1)[1])
+
+
+def run_kind(run: epath.Path) -> str:
+    """What a fine-tuning or rate-choice run's cost depends on, from where it lives: the model,
+    the task (with its BiLSTM) and the budget but its rate, `L2-H128-A2 conll e30-d0.1-s64` for
+    `finetune/mlm-L2-H128-A2-80.10.10-s10000-p1/conll/e30-lr0.0003-d0.1-s64/seed0` and for
+    `.../conll/choose-0.0003-0.0001-5e-05-e30-d0.1-s64/lr0.0001`."""
+    key, task, budget = run.parts[-4:-1]
+    if budget.startswith("choose-"):
+        budget = re.search(r"e\d[\d.]*(-d[\d.]+)?(-s\d+)?$", budget).group(0)
+    else:
+        budget = re.sub(r"-lr[\d.e+-]+?(?=-d|-s|$)", "", budget)
+    return f"{_model_of(key)} {task} {budget}"
