@@ -36,8 +36,10 @@ def test_what_is_left_is_estimated_from_finished_runs_of_its_kind(tmp_path):
     resumed.mkdir()
     (resumed / "config.json").write_text('{"global_batch_size": 32}')
     rates = (300.0, 320.0, 340.0, 20.0, 320.0)  # one window slowed by a neighbour: the median
-    (resumed / "metrics.jsonl").write_text("\n".join(
-        f'{{"step": {i}, "seq_per_sec": {r}}}' for i, r in enumerate(rates)) + '\n{"eval_loss": 2}')
+    (resumed / "metrics.jsonl").write_text(
+        "\n".join(f'{{"step": {i}, "seq_per_sec": {r}}}' for i, r in enumerate(rates))
+        + '\n{"eval_loss": 2}'
+    )
     (resumed / run_time.FILE).write_text('{"seconds": 4.0, "attempts": 1}')
     tunes = []
     for i, took in enumerate((100.0, 300.0, 200.0)):
@@ -61,7 +63,8 @@ def test_what_is_left_is_estimated_from_finished_runs_of_its_kind(tmp_path):
     assert run_time.describe(left) == (
         "to do: 2 pretraining runs (about 1.0 h; 1 with none of their kind finished yet), "
         "1 rate-choice run (none of their kind finished yet), 2 fine-tuning runs (about 7 min); "
-        "about 1.1 h of one process in all, by this workdir's finished runs of the same kind")
+        "about 1.1 h of one process in all, by this workdir's finished runs of the same kind"
+    )
     done = run_time.remaining(r._replace(done=True) for r in refs if r.directory is not None)
     assert run_time.describe(done) is None
 
@@ -72,10 +75,13 @@ def test_a_runs_kind_is_read_from_where_it_lives():
     from bert_jax.ablations.layout import run_kind
 
     f = epath.Path("/w/finetune")
-    runs = ("mlm-L2-H128-A2-80.10.10-s10000-p1/conll/e30-lr5e-05-d0.1-s64/seed0",
-            "ltr-L2-H128-A2-80.10.10-s10000@2500/conll/e30-lr0.0003-d0.1-s64/seed2",
-            "random-L2-H128-A2-mlm_nsp-p1/conll/choose-0.0003-5e-05-e30-d0.1-s64/lr5e-05")
+    runs = (
+        "mlm-L2-H128-A2-80.10.10-s10000-p1/conll/e30-lr5e-05-d0.1-s64/seed0",
+        "ltr-L2-H128-A2-80.10.10-s10000@2500/conll/e30-lr0.0003-d0.1-s64/seed2",
+        "random-L2-H128-A2-mlm_nsp-p1/conll/choose-0.0003-5e-05-e30-d0.1-s64/lr5e-05",
+    )
     same = {run_kind(f / run) for run in runs}
     assert same == {"L2-H128-A2 conll e30-d0.1-s64"}
     assert run_kind(f / "released-MiniLM-L6/squad+bilstm-h0.001/e3-lr0.0001-d0.1/seed1") == (
-        "MiniLM-L6 squad+bilstm-h0.001 e3-d0.1")
+        "MiniLM-L6 squad+bilstm-h0.001 e3-d0.1"
+    )

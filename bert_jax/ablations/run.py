@@ -204,8 +204,8 @@ def ablate(
               for a in arms if a.step is None
               for p in range(1 if a.pretrain.checkpoint else scale.pretrain_seeds)}  # fmt: skip
     pretraining = {name: check for name, check in checks.items() if check is not None}
-    compute = run_time.spent((r.part, r.directory) for job in jobs for r in harness.job_runs(*job)
-                             if r.directory is not None)
+    runs = (r for job in jobs for r in harness.job_runs(*job) if r.directory is not None)
+    compute = run_time.spent((r.part, r.directory) for r in runs)
     doc = report.write(workdir, table, scale.name, rows, baselines, budget, pretraining,
                        intervals, uncalibrated(workdir, table), compute,
                        ceiling(workdir, table, budget))  # fmt: skip
