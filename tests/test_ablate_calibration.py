@@ -89,12 +89,13 @@ def test_calibration_chooses_each_arms_rate_on_train(tmp_path, monkeypatch, tiny
     # and says when it was fine-tuned at another budget.
     from bert_jax.ablations import report, run
 
-    top = run.ceiling(str(tmp_path), "5", doc["finetune"])
+    calibrated = run.calibration_doc(str(tmp_path), "5")
+    top = calibration.ceiling(calibrated, doc["finetune"])
     assert top == {"arm": calibration.CEILING, "same_budget": True,
                    "cells": doc["arms"][calibration.CEILING]}  # fmt: skip
-    other = run.ceiling(str(tmp_path), "5", {**doc["finetune"], "epochs": 30.0})
-    assert other["same_budget"] is False and run.ceiling(str(tmp_path), "calibration",
-                                                         doc["finetune"]) is None  # fmt: skip
+    other = calibration.ceiling(calibrated, {**doc["finetune"], "epochs": 30.0})
+    assert other["same_budget"] is False
+    assert run.calibration_doc(str(tmp_path), "calibration") is None  # not its own
     table5 = {"table": "5", "scale": "cpu", "finetune": doc["finetune"],
               "arms": {"BERT": {"sst2": doc["arms"][RANDOM_INIT]["sst2"]}},
               "baselines": doc["baselines"]}  # fmt: skip

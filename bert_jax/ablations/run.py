@@ -18,6 +18,7 @@ from bert_jax.ablations import report, run_time, stats, tables
 from bert_jax.ablations.checks import PAIR_TASKS
 from bert_jax.ablations.harness import Harness
 from bert_jax.ablations.scales import SCALES, Scale
+from bert_jax.ablations.tables import calibration
 from bert_jax.config import shape_dims
 from bert_jax.errors import BertJaxError
 from bert_jax.train.lock import WorkdirInUse
@@ -206,9 +207,10 @@ def ablate(
     pretraining = {name: check for name, check in checks.items() if check is not None}
     runs = (r for job in jobs for r in harness.job_runs(*job) if r.directory is not None)
     compute = run_time.spent((r.part, r.directory) for r in runs)
+    calibrated = calibration_doc(workdir, table)
     doc = report.write(workdir, table, scale.name, rows, baselines, budget, pretraining,
-                       intervals, uncalibrated(workdir, table), compute,
-                       ceiling(workdir, table, budget))  # fmt: skip
+                       intervals, calibration.uncalibrated(calibrated), compute,
+                       calibration.ceiling(calibrated, budget))  # fmt: skip
     wrote = f"wrote {workdir}/{table}.json and {table}.md ({time.time() - start:.0f}s)"
     if doc.get("wiring_check"):
         progress(f"{wrote}: {report.WIRING_CHECK}")
@@ -218,39 +220,15 @@ def ablate(
     return doc
 
 
-def _calibration(workdir: str, table: str) -> dict | None:
-    """The workdir's calibration document, when it has been run (and `table` is another)."""
+def calibration_doc(workdir: str, table: str) -> dict | None:
+    """The workdir's calibration document, when it has been run (and `table` is another): it
+    keeps uncalibrated tasks out of `table`'s claims and gives its md the ceiling row."""
     from bert_jax.ablations.tables import calibration
 
     path = epath.Path(workdir) / "calibration.json"
     if table == calibration.TABLE.name or not path.exists():
         return None
     return report.read(str(path))
-
-
-def uncalibrated(workdir: str, table: str) -> list[str] | None:
-    """The built-in tasks this workdir's calibration table (if it has been run) keeps out of
-    claims: their ceiling is less than calibration.MIN_RANGE above random init."""
-    from bert_jax.ablations.tables import calibration
-
-    doc = _calibration(workdir, table)
-    return None if doc is None else calibration.uncalibrated(doc)
-
-
-def ceiling(workdir: str, table: str, budget: dict | None) -> dict | None:
-    """The calibration's ceiling (MiniLM-L6 fine-tuned), shown in a table beside its random
-    init and best constant: its cells per task, and whether they were fine-tuned at the table's
-    budget (epochs, rate or rates to choose from)."""
-    from bert_jax.ablations.tables import calibration
-
-    doc = _calibration(workdir, table)
-    if doc is None or budget is None or calibration.CEILING not in doc["arms"]:
-        return None
-    theirs = doc.get("finetune") or {}
-    same = all(theirs.get(k) == budget.get(k)
-               for k in ("epochs", "learning_rate", "task_epochs", "candidates"))  # fmt: skip
-    cells = doc["arms"][calibration.CEILING]
-    return {"arm": calibration.CEILING, "same_budget": same, "cells": cells}
 
 
 def seeded(arm: tables.Arm, pretrain_seed: int) -> tables.Arm:

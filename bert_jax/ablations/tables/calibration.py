@@ -44,9 +44,23 @@ def claims(doc: dict) -> Iterator[Claim]:
         }  # fmt: skip
 
 
-def uncalibrated(doc: dict) -> list[str]:
-    """The tasks a calibration document keeps out of claims."""
+def uncalibrated(doc: dict | None) -> list[str] | None:
+    """The tasks a calibration document keeps out of claims (None without one)."""
+    if doc is None:
+        return None
     return [c["claim"].split(":")[0] for c in doc.get("claims", []) if not c["holds"]]
+
+
+def ceiling(doc: dict | None, budget: dict | None) -> dict | None:
+    """A calibration document's ceiling, for another table's md beside its random init and
+    best constant: its cells per task, and whether they were fine-tuned at that table's
+    `budget` (epochs, rate or rates to choose from). None without a document or a budget."""
+    if doc is None or budget is None or CEILING not in doc["arms"]:
+        return None
+    theirs = doc.get("finetune") or {}
+    same = all(theirs.get(k) == budget.get(k)
+               for k in ("epochs", "learning_rate", "task_epochs", "candidates"))  # fmt: skip
+    return {"arm": CEILING, "same_budget": same, "cells": doc["arms"][CEILING]}
 
 
 TABLE = Table(
