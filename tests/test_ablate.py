@@ -366,6 +366,16 @@ def test_quick_run_of_every_table_is_complete_and_resumable(tmp_path, monkeypatc
             assert d["diff"] == pytest.approx(row[kind]["median"] - base["best_constant"])
     md = (tmp_path / "5.md").read_text()
     assert "| best constant (dev) |" in md and "Each arm minus the best constant" in md
+    # Some columns only (--only_tasks): their runs are reused, the md names the others.
+    messages.clear()
+    one = ablate("5", scale, str(tmp_path), progress=messages.append, only_tasks=("conll",))
+    assert not any(m.startswith(("pretraining", "to do:")) for m in messages)
+    assert one["tasks_left_out"] == ["sst2", "mrpc", "squad"]
+    assert one["arms"] == {a: {"conll": r["conll"]} for a, r in docs["5"]["arms"].items()}
+    assert set(one["intervals"]) == {"conll"}
+    assert "left out: sst2, mrpc, squad." in (tmp_path / "5.md").read_text()
+    with pytest.raises(BertJaxError, match="--only_tasks: table 5 has no task cola"):
+        ablate("5", scale, str(tmp_path), only_tasks=("conll", "cola"))
 
 
 def test_electra_table_matches_training_flops_and_reads_packed_shards():

@@ -65,7 +65,7 @@ def write(
     out_dir: str, table: str, scale: str, arms: dict, baselines: dict, finetune: dict | None,
     pretraining: dict | None = None, intervals: dict | None = None,
     uncalibrated: list[str] | None = None, compute: dict | None = None,
-    ceiling: dict | None = None,
+    ceiling: dict | None = None, left_out: list[str] | None = None,
 ) -> dict:  # fmt: skip
     doc = {"table": table, "scale": scale, "finetune": finetune, "arms": arms,
            "baselines": baselines, "pretraining": pretraining or {},
@@ -76,6 +76,8 @@ def write(
         doc["uncalibrated"] = uncalibrated
     if ceiling is not None:
         doc["ceiling"] = ceiling
+    if left_out:  # `--only_tasks`: the table's other columns were not run
+        doc["tasks_left_out"] = left_out
     wiring = scale == "quick"  # claims scored on its numbers would read as findings
     doc["claims"] = [] if wiring else claims.check(doc)
     doc["wiring_check"] = wiring
@@ -100,6 +102,9 @@ def markdown(doc: dict) -> str:
     if doc.get("wiring_check"):
         lines += [f"**This is {WIRING_CHECK}.**", ""]
     lines.append(f"median ± std over n runs{how} (paper's number in brackets)")
+    if left := doc.get("tasks_left_out"):
+        lines += ["", f"Only some of the table's tasks were run (--only_tasks); left out: "
+                  f"{', '.join(left)}."]  # fmt: skip
     lines += ["", "| arm | " + " | ".join(tasks) + " |", "|---" * (len(tasks) + 1) + "|"]
     for arm, row in doc["arms"].items():
         cells = []

@@ -141,11 +141,14 @@ def ablate(
     corpus: str = "",
     tasks: dict[str, str] | None = None,
     progress: Callable[[str], None] = print,
+    only_tasks: tuple[str, ...] = (),
 ) -> dict:
-    """Runs (or continues) every arm of `table`; writes and returns the table document."""
+    """Runs (or continues) every arm of `table`; writes and returns the table document.
+    `only_tasks`: the table's columns to run and report (all when empty)."""
     _share_compiled_steps(workdir)
     spec = tables.get(table)
     arms = spec.arms(scale)
+    arms, left_out = tables.select_tasks(table, arms, only_tasks)
     tasks = tasks or {}
     harness = Harness(workdir, scale, corpus, tasks, progress)
     jobs = [(seeded(arm, p), task, seed) for arm in arms
@@ -210,7 +213,7 @@ def ablate(
     calibrated = calibration_doc(workdir, table)
     doc = report.write(workdir, table, scale.name, rows, baselines, budget, pretraining,
                        intervals, calibration.uncalibrated(calibrated), compute,
-                       calibration.ceiling(calibrated, budget))  # fmt: skip
+                       calibration.ceiling(calibrated, budget), left_out)  # fmt: skip
     wrote = f"wrote {workdir}/{table}.json and {table}.md ({time.time() - start:.0f}s)"
     if doc.get("wiring_check"):
         progress(f"{wrote}: {report.WIRING_CHECK}")

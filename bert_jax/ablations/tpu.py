@@ -114,9 +114,10 @@ def _flags(overrides: dict) -> str:
 
 
 def plan(
-    table: str, scale: Scale, workdir: str, topology: str, tpu_name: str, tasks: dict[str, str]
+    table: str, scale: Scale, workdir: str, topology: str, tpu_name: str, tasks: dict[str, str],
+    only_tasks: tuple[str, ...] = (),
 ) -> dict:
-    arms = tables.get(table).arms(scale)
+    arms, _ = tables.select_tasks(table, tables.get(table).arms(scale), only_tasks)
     if any(arm.pretrain.checkpoint for arm in arms):
         raise BertJaxError(f"--table {table} fine-tunes a released model on the built-in suite: "
                            "run it at --scale cpu, or host without --topology")  # fmt: skip

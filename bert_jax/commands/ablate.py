@@ -16,6 +16,8 @@ plots; every claim is judged by the paired bootstrap 95% interval of its differe
 examples and runs: holds, reversed, or unresolved at this scale. Rerun the same command after
 a kill: finished runs are kept, the rest continue.
 Two sweeps may share a workdir at once: a run the other is training is put off and retried.
+--only_tasks runs some of a table's columns (e.g. all but the costly conll); the full table,
+run later on the same workdir, reuses their runs.
 """
 
 from __future__ import annotations
@@ -37,6 +39,10 @@ _SCALE = flags.DEFINE_enum(
 _WORKDIR = flags.DEFINE_string("workdir", None, "Where runs, tables and plots go.")
 _CORPUS = flags.DEFINE_string("corpus", "", "Pretraining text globs (default: embedded corpus).")
 _TASK = flags.DEFINE_multi_string("task", [], "KIND:DIR, replaces a built-in task (repeatable).")
+_ONLY_TASKS = flags.DEFINE_list(
+    "only_tasks", [], "Run and report only these of the table's tasks, e.g. sst2,squad "
+    "(default: all); the table's md names the ones left out."
+)  # fmt: skip
 _STEPS = flags.DEFINE_integer("steps", 0, "Pretraining steps per arm (0 = the scale's).")
 _MODEL = flags.DEFINE_string("model", "", "Model preset of the arms (Table 6 keeps its grid).")
 _SIZES = flags.DEFINE_string(
@@ -86,6 +92,8 @@ def main(argv: list[str]) -> None:
     if _SCALE.value == "tpu" or (_SCALE.value == "host" and _TOPOLOGY.present):
         from bert_jax.ablations.tpu import plan
 
-        plan(_TABLE.value, scale, _WORKDIR.value, _TOPOLOGY.value, _TPU_NAME.value, tasks)
+        plan(_TABLE.value, scale, _WORKDIR.value, _TOPOLOGY.value, _TPU_NAME.value, tasks,
+             tuple(_ONLY_TASKS.value))  # fmt: skip
         return
-    ablate(_TABLE.value, scale, _WORKDIR.value, _CORPUS.value, tasks)
+    ablate(_TABLE.value, scale, _WORKDIR.value, _CORPUS.value, tasks,
+           only_tasks=tuple(_ONLY_TASKS.value))  # fmt: skip
