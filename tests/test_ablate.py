@@ -211,7 +211,7 @@ def test_quick_run_of_every_table_is_complete_and_resumable(tmp_path, monkeypatc
     in the masking mix, checked in static shards above): kept out to hold the suite's time; its
     arms are checked to be Table 5's No NSP run under the paper's six mixes. Table 6 runs while
     its new pretraining run is held by another run's workdir lock, as a second sweep would."""
-    from bert_jax.ablations import run
+    from bert_jax.ablations import report, run
     from bert_jax.ablations.run import ablate, scale_for
     from bert_jax.train.lock import WorkdirLock
 
@@ -313,6 +313,22 @@ def test_quick_run_of_every_table_is_complete_and_resumable(tmp_path, monkeypatc
     assert again == docs["5"]
     assert not any(m.startswith(("pretraining", "to do:")) for m in messages)
     assert {p: p.stat().st_mtime for p in finished} == finished
+    # Its per-example rows, saved beside it, give the same intervals without the workdir; the
+    # intervals are computed from them (BERT's mrpc answers flipped: accuracy 100 - A).
+    from bert_jax.ablations.evidence import Evidence
+
+    moved = tmp_path / "results"
+    moved.mkdir()
+    for name in ("5.json", "5.rows.npz"):
+        (moved / name).write_bytes((tmp_path / name).read_bytes())
+    assert report.rerender(str(moved / "5.json")) == docs["5"]
+    evidence = Evidence.load(moved / "5.rows.npz")
+    evidence.examples["BERT"]["mrpc"] = [1 - r for r in evidence.examples["BERT"]["mrpc"]]
+    evidence.save(moved / "5.rows.npz")
+    a, b = (docs["5"]["arms"][arm]["mrpc"]["median"] for arm in ("BERT", "No NSP"))
+    flipped = report.rerender(str(moved / "5.json"))["intervals"]["mrpc"]["BERT - No NSP"]
+    assert flipped["diff"] == pytest.approx(100 - a - b)
+    assert (moved / "5.md").exists()
     # Another fine-tuning budget reuses every pretraining run and fine-tunes anew beside the old.
     # Another fine-tuning budget: new fine-tuning directories over the same pretraining runs.
     from bert_jax.ablations.harness import Harness

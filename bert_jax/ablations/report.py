@@ -41,6 +41,7 @@ import numpy as np
 from etils import epath
 
 from bert_jax.ablations import claims, stats, tables
+from bert_jax.ablations.evidence import Evidence, rows_path
 from bert_jax.atomic_write import write_json_atomic, write_text_atomic
 
 # What a `--quick` table is: its budgets are too small to learn anything, by design.
@@ -66,6 +67,7 @@ def write(
     pretraining: dict | None = None, intervals: dict | None = None,
     uncalibrated: list[str] | None = None, compute: dict | None = None,
     ceiling: dict | None = None, left_out: list[str] | None = None,
+    evidence: Evidence | None = None,
 ) -> dict:  # fmt: skip
     doc = {"table": table, "scale": scale, "finetune": finetune, "arms": arms,
            "baselines": baselines, "pretraining": pretraining or {},
@@ -82,10 +84,28 @@ def write(
     doc["claims"] = [] if wiring else claims.check(doc)
     doc["wiring_check"] = wiring
     out = epath.Path(out_dir)
-    write_json_atomic(out / f"{table}.json", doc, sort_keys=False)
-    write_text_atomic(out / f"{table}.md", markdown(doc))
+    _save(doc, out / f"{table}.json", evidence)
     plot(doc, out)
     return doc
+
+
+def rerender(path: str) -> dict:
+    """A written table's intervals and verdicts computed again from its saved per-example rows
+    (bert_jax.ablations.evidence), without its workdir: PATH and its md are rewritten."""
+    where = epath.Path(path)
+    doc = read(path)
+    doc["intervals"] = Evidence.load(rows_path(where)).intervals()
+    doc["claims"] = [] if doc.get("wiring_check") else claims.check(doc)
+    _save(doc, where)
+    return doc
+
+
+def _save(doc: dict, path: epath.Path, evidence: Evidence | None = None) -> None:
+    """The json (rows first: a json on disk always has its rows) and its md beside it."""
+    if evidence is not None:
+        evidence.save(rows_path(path))
+    write_json_atomic(path, doc, sort_keys=False)
+    write_text_atomic(path.parent / (path.name.removesuffix(".json") + ".md"), markdown(doc))
 
 
 def markdown(doc: dict) -> str:

@@ -14,8 +14,9 @@ from collections.abc import Callable
 
 from etils import epath
 
-from bert_jax.ablations import report, run_time, stats, tables
+from bert_jax.ablations import report, run_time, tables
 from bert_jax.ablations.checks import PAIR_TASKS
+from bert_jax.ablations.evidence import Evidence
 from bert_jax.ablations.harness import Harness
 from bert_jax.ablations.scales import SCALES, Scale
 from bert_jax.ablations.tables import calibration
@@ -178,17 +179,11 @@ def ablate(
     for task in [t for a in arms for t in a.tasks if t.endswith("_feature")]:
         baselines[task] = baselines[task.removesuffix("_feature")]
         constants[task] = constants[task.removesuffix("_feature")]
-    intervals = pair_intervals(examples, groups)
     # The held-out pairs are every arm's: one arm's labels give the pair tasks' constant (the
     # "none" arm's fresh head is chance, but which label it favours is a coin flip per seed).
     for task, arm in {t: a for a in arms for t in a.tasks if t in PAIR_TASKS}.items():
         baselines[task], constants[task] = harness.pair_constant(arm, task)
-    for task, constant_rows in constants.items():
-        for name, by_task in examples.items():
-            if task in by_task:
-                d = stats.paired_difference(by_task[task], [constant_rows], task,
-                                            groups_a=groups[name][task])  # fmt: skip
-                intervals.setdefault(task, {})[f"{name} - {stats.BEST_CONSTANT}"] = d
+    evidence = Evidence(examples, groups, constants)
     budget = None  # a table of intrinsic tasks only fine-tunes nothing
     if kinds:
         budget = {"epochs": scale.finetune_epochs, "learning_rate": scale.finetune_lr,
@@ -212,8 +207,8 @@ def ablate(
     compute = run_time.spent((r.part, r.directory) for r in runs)
     calibrated = calibration_doc(workdir, table)
     doc = report.write(workdir, table, scale.name, rows, baselines, budget, pretraining,
-                       intervals, calibration.uncalibrated(calibrated), compute,
-                       calibration.ceiling(calibrated, budget), left_out)  # fmt: skip
+                       evidence.intervals(), calibration.uncalibrated(calibrated), compute,
+                       calibration.ceiling(calibrated, budget), left_out, evidence)  # fmt: skip
     wrote = f"wrote {workdir}/{table}.json and {table}.md ({time.time() - start:.0f}s)"
     if doc.get("wiring_check"):
         progress(f"{wrote}: {report.WIRING_CHECK}")
@@ -246,23 +241,3 @@ def seeded(arm: tables.Arm, pretrain_seed: int) -> tables.Arm:
 def pretraining_name(arm: tables.Arm, pretrain_seed: int) -> str:
     """The row naming `arm`'s pretraining run of seed `pretrain_seed` in the no-context bars."""
     return arm.name if not pretrain_seed else f"{arm.name}, pretraining seed {pretrain_seed}"
-
-
-def pair_intervals(
-    examples: dict[str, dict[str, list]], groups: dict[str, dict[str, list[int]]] | None = None
-) -> dict[str, dict[str, dict]]:
-    """Every pair of arms sharing a task (in arm order): A minus B, paired bootstrap 95%
-    interval over the task's dev examples and the arms' runs (stats.paired_difference), the
-    runs drawn by pretraining run first where `groups` gives each run's."""
-    out: dict[str, dict[str, dict]] = {}
-    names = list(examples)
-    groups = groups or {}
-    for i, a in enumerate(names):
-        for b in names[i + 1 :]:
-            for task in sorted(examples[a].keys() & examples[b].keys()):
-                d = stats.paired_difference(
-                    examples[a][task], examples[b][task], task,
-                    groups_a=groups.get(a, {}).get(task), groups_b=groups.get(b, {}).get(task),
-                )  # fmt: skip
-                out.setdefault(task, {})[f"{a} - {b}"] = d
-    return out

@@ -16,6 +16,8 @@ plots; every claim is judged by the paired bootstrap 95% interval of its differe
 examples and runs: holds, reversed, or unresolved at this scale. Rerun the same command after
 a kill: finished runs are kept, the rest continue.
 Two sweeps may share a workdir at once: a run the other is training is put off and retried.
+--rerender DOC.json recomputes a written table's intervals and verdicts from the per-example
+rows saved beside it (DOC.rows.npz), without its workdir.
 --only_tasks runs some of a table's columns (e.g. all but the costly conll); the full table,
 run later on the same workdir, reuses their runs.
 """
@@ -55,6 +57,10 @@ _PRETRAIN_SEEDS = flags.DEFINE_integer(
 _FT_EPOCHS = flags.DEFINE_float("finetune_epochs", 0, "Fine-tuning epochs (0 = the scale's).")
 _FT_LR = flags.DEFINE_float("finetune_lr", 0, "Fine-tuning learning rate (0 = the scale's).")
 _QUICK = flags.DEFINE_bool("quick", False, "Minutes-long run of every arm (what tests use).")
+_RERENDER = flags.DEFINE_string(
+    "rerender", "", "A table's json written before (its .rows.npz beside it): compute its "
+    "intervals and verdicts again from those rows and rewrite it and its md; nothing runs."
+)  # fmt: skip
 _TPU_NAME = flags.DEFINE_string("tpu_name", "", "--scale tpu: the TPU VM to launch on.")
 _TOPOLOGY = flags.DEFINE_string(
     "topology", "v4-32",
@@ -78,6 +84,13 @@ def _tasks(values: list[str]) -> dict[str, str]:
 def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise BertJaxError(f"unexpected arguments: {' '.join(argv[1:])}")
+    if _RERENDER.value:
+        from bert_jax.ablations import report
+
+        doc = report.rerender(_RERENDER.value)
+        verdicts = report.tally(doc["claims"]) or "no claims"
+        print(f"rewrote {_RERENDER.value} and its md: {verdicts}")
+        return
     if not _TABLE.value or not _WORKDIR.value:
         raise BertJaxError("--table and --workdir are required")
     from bert_jax.ablations.run import ablate, scale_for
