@@ -1,0 +1,204 @@
+"""`--quick` runs of every table but 8: every arm end to end on one workdir, resumable, with its
+shared runs trained once, its estimate of what is left, its put-off jobs, some columns only
+(`--only_tasks`) and its intervals again from the saved rows (`--rerender`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+
+import pytest
+
+from bert_jax.ablations import tables
+from bert_jax.ablations.tables import table8
+from bert_jax.errors import BertJaxError
+
+
+@pytest.mark.slow  # tables 5, fig5, 6 and nsp_sop end to end: about 3 min on 2 idle cores
+def test_quick_run_of_every_table_is_complete_and_resumable(tmp_path, monkeypatch):
+    """Every table but 8 (six more pretraining runs, its arms differ from Table 5's No NSP only
+    in the masking mix, checked in static shards above): kept out to hold the suite's time; its
+    arms are checked to be Table 5's No NSP run under the paper's six mixes. Table 6 runs while
+    its new pretraining run is held by another run's workdir lock, as a second sweep would."""
+    from bert_jax.ablations import report, run
+    from bert_jax.ablations.run import ablate, scale_for
+    from bert_jax.train.lock import WorkdirLock
+
+    scale = scale_for("cpu", quick=True)
+    mixes = {a.pretrain.mask_and_random_prob for a in table8.arms(scale) if a.pretrain.steps}
+    no_nsp = tables.get("5").arms(scale)[1].pretrain
+    assert table8.arms(scale)[0].pretrain == no_nsp  # 80/10/10: one run, trained once
+    # the paper writes MASK/SAME/RND: 80/0/20 replaces a fifth at random, 0/0/100 all of them
+    assert mixes == {(0.8, 0.1), (1.0, 0.0), (0.8, 0.2), (0.8, 0.0), (0.0, 0.8), (0.0, 1.0)}
+    messages: list[str] = []
+    docs = {}
+    held: list[WorkdirLock] = []
+
+    def progress(message: str) -> None:  # the holder finishes once the sweep has put it off
+        messages.append(message)
+        if message.startswith("  put off:"):
+            held.pop().release()
+
+    monkeypatch.setattr(run, "RETRY_SECONDS", 0.0)
+    for table in ("5", "fig5", "6", "nsp_sop"):
+        if table == "6":
+            new = [a for a in tables.get("6").arms(scale)
+                   if not (tmp_path / "pretrain" / a.pretrain.key).exists()]  # fmt: skip
+            held.append(WorkdirLock(tmp_path / "pretrain" / new[0].pretrain.key).acquire())
+            messages.clear()
+        docs[table] = ablate(table, scale, str(tmp_path), progress=progress)
+        todo = [m for m in messages if m.startswith("to do:")]  # a fresh workdir says nothing
+        if table == "fig5":  # 3 quarters x 2 objectives left; kinds timed in Table 5's runs
+            assert len(todo) == 1 and todo[0].startswith("to do: 6 fine-tuning runs (about ")
+        if table == "6":  # its new size has no finished run of its kind to go by
+            assert "1 pretraining run (none of their kind finished yet)" in todo[0], todo
+        if table == "6":  # its first job is put off, every other job runs, then it comes back
+            assert not held
+            put_off = [m for m in messages if m.startswith("  put off:")]
+            assert len(put_off) == 1 and new[0].pretrain.key in put_off[0], put_off
+            jobs = [m for m in messages if m.startswith("[")]
+            assert jobs[0].startswith("[1/") and jobs[-1].split(" (")[0] == jobs[0].split(" (")[0]
+            assert len(jobs) == int(jobs[0][3:].split("]")[0]) + 1, jobs
+        expected = [a.name for a in tables.get(table).arms(scale)]
+        assert list(docs[table]["arms"]) == list(dict.fromkeys(expected))
+        on_disk = json.loads((tmp_path / f"{table}.json").read_text())
+        assert on_disk == json.loads(json.dumps(docs[table]))
+        assert (tmp_path / f"{table}.md").read_text().count("\n|") >= len(expected)
+    assert docs["5"]["arms"]["LTR & No NSP"]["squad"]["paper"] == 77.8
+    # masked-LM arms are read against the context-free predictor on the same held-out masks
+    checks = docs["5"]["pretraining"]
+    assert set(checks) == {"BERT", "No NSP", "LTR & No NSP", "+ BiLSTM"}, checks  # not random
+    for arm in ("BERT", "No NSP"):
+        check = checks[arm]
+        assert 0 < check["unigram"] < check["context_free"] < 0.5 and check["mlm_accuracy"] >= 0
+    ltr = checks["LTR & No NSP"]  # its bar: the next-token unigram rate
+    assert set(ltr) == {"lm_accuracy", "unigram"} and 0 < ltr["unigram"] < 0.5
+    md5 = (tmp_path / "5.md").read_text()
+    assert "| BERT | " in md5.split("context-free predictor")[1]
+    assert "| LTR & No NSP | " in md5.split("Left-to-right LMs")[1]
+    assert set(docs["5"]["arms"]["+ BiLSTM"]) == {"sst2", "mrpc", "conll", "squad"}
+    for config in (tmp_path / "finetune").glob("ltr-*/*+bilstm*/e*/seed0/config.json"):
+        # the new LSTMs at their own rate, the encoder at the arm's
+        assert json.loads(config.read_text())["head_learning_rate"] == 1e-3
+    assert len(list((tmp_path / "finetune").glob("ltr-*/*+bilstm*/e*/seed0"))) == 4
+    for row in docs["6"]["arms"].values():
+        assert 1.0 < row["mlm_ppl"]["median"] < 2 * scale.vocab_size
+    assert docs["nsp_sop"]["finetune"] is None and docs["6"]["finetune"]["epochs"] == 1
+    for name, row in docs["nsp_sop"]["arms"].items():
+        assert set(row) == {"nsp", "sop"}, name
+    # Every arm's pair head is scored on the same held-out pairs, so its claims get intervals.
+    for task in ("nsp", "sop"):
+        kept = {f.parent.name.split("-")[0]: json.loads(f.read_text())
+                for f in (tmp_path / "pretrain").glob(f"*/pair_rows_{task}.json")}  # fmt: skip
+        assert set(kept) == {"mlm", "mlm_nsp", "mlm_sop"}, kept.keys()
+        labels = kept["mlm"]["labels"]
+        assert labels and all(k["labels"] == labels for k in kept.values()), task
+        pairs = {"none - NSP", "none - SOP", "NSP - SOP"}  # and each against the constant
+        pairs |= {f"{arm} - best constant" for arm in ("none", "NSP", "SOP")}
+        assert set(docs["nsp_sop"]["intervals"][task]) == pairs
+        ones = 100 * sum(labels) / len(labels)  # the best constant answer on these pairs
+        assert docs["nsp_sop"]["baselines"][task]["best_constant"] == max(ones, 100 - ones)
+        correct = kept["mlm_nsp"]["correct"]
+        assert set(correct) <= {0, 1} and docs["nsp_sop"]["arms"]["NSP"][task][
+            "median"] == pytest.approx(100 * sum(correct) / len(correct))
+    assert (tmp_path / "fig5.png").stat().st_size > 1000
+    # Figure 5's last point is the end of Table 5's No NSP and LTR runs: their fine-tuning, reused
+    assert not list((tmp_path / "finetune").glob(f"*@{scale.steps}"))
+    last = docs["fig5"]["arms"][f"MLM@{scale.steps}"]["conll"]
+    assert last == docs["5"]["arms"]["No NSP"]["conll"], last
+    assert (tmp_path / "6.png").stat().st_size > 1000
+    # Shared runs are trained once: Table 5's No NSP is Figure 5's MLM and Table 6's L1-H64-A2.
+    runs = sorted(p.name for p in (tmp_path / "pretrain").iterdir())
+    assert len(runs) == 4 + 1 + 1  # 5: 3 + random; 6: one more size; SOP
+    # Each run's time is recorded and summed once per table (the rerun below reads it back).
+    spent = docs["5"]["compute"]
+    assert spent["runs"] == 4 + 5 * 4 and spent["untimed_runs"] == 0, spent  # 4 pretraining
+    assert spent["pretraining_h"] > 0 and spent["finetuning_h"] > 0 and spent["choosing_h"] == 0
+    assert f"Run time, summed over its {spent['runs']} runs (one process each)" in md5
+    # Rerun: nothing is retrained or re-fine-tuned, and the table is the same.
+    finished = {p: p.stat().st_mtime for p in pathlib.Path(tmp_path).rglob("eval_results.json")}
+    messages.clear()
+    again = ablate("5", scale, str(tmp_path), progress=messages.append)
+    assert again == docs["5"]
+    assert not any(m.startswith(("pretraining", "to do:")) for m in messages)
+    assert {p: p.stat().st_mtime for p in finished} == finished
+    # Its per-example rows, saved beside it, give the same intervals without the workdir; the
+    # intervals are computed from them (BERT's mrpc answers flipped: accuracy 100 - A).
+    from bert_jax.ablations.evidence import Evidence
+
+    moved = tmp_path / "results"
+    moved.mkdir()
+    for name in ("5.json", "5.rows.npz"):
+        (moved / name).write_bytes((tmp_path / name).read_bytes())
+    assert report.rerender(str(moved / "5.json")) == docs["5"]
+    evidence = Evidence.load(moved / "5.rows.npz")
+    evidence.examples["BERT"]["mrpc"] = [1 - r for r in evidence.examples["BERT"]["mrpc"]]
+    evidence.save(moved / "5.rows.npz")
+    a, b = (docs["5"]["arms"][arm]["mrpc"]["median"] for arm in ("BERT", "No NSP"))
+    flipped = report.rerender(str(moved / "5.json"))["intervals"]["mrpc"]["BERT - No NSP"]
+    assert flipped["diff"] == pytest.approx(100 - a - b)
+    assert (moved / "5.md").exists()
+    # Another fine-tuning budget reuses every pretraining run and fine-tunes anew beside the old.
+    # Another fine-tuning budget: new fine-tuning directories over the same pretraining runs.
+    from bert_jax.ablations.harness import Harness
+
+    arm = tables.get("5").arms(scale)[0]
+    longer = Harness(str(tmp_path), dataclasses.replace(scale, finetune_epochs=2), progress=print)
+    assert longer._finetune_dir(arm, "mrpc", 0) != Harness(
+        str(tmp_path), scale, progress=print
+    )._finetune_dir(arm, "mrpc", 0)
+    assert longer.pretrain(arm.pretrain) == tmp_path / "pretrain" / arm.pretrain.key  # kept
+    # A task's own epochs name only that task's runs; each run is at its task's length.
+    same = Harness(str(tmp_path), scale, progress=print)
+    conll_only = Harness(str(tmp_path), dataclasses.replace(scale, task_epochs=(("conll", 2.0),)),
+                         progress=print)  # fmt: skip
+    assert conll_only._finetune_dir(arm, "mrpc", 0) == same._finetune_dir(arm, "mrpc", 0)
+    assert conll_only._finetune_dir(arm, "conll", 0) != same._finetune_dir(arm, "conll", 0)
+    for task in ("sst2", "conll", "squad"):
+        config = json.loads((same._finetune_dir(arm, task, 0) / "config.json").read_text())
+        assert config["max_seq_length"] == same.finetune_seq(arm, task) <= scale.seq, task
+    # A run's held-out evaluation at each checkpoint it kept; the last one is its done.json's.
+    from bert_jax.ablations.checks import along_training
+
+    seen = along_training(same, arm.pretrain, lambda task, trainer, params: {"extra": 1.0})
+    assert sorted(seen) == [scale.steps // 4 * k for k in (1, 2, 3, 4)]
+    final = json.loads((same.pretrain(arm.pretrain) / "done.json").read_text())
+    for key, value in seen[scale.steps].items():
+        if key.startswith("eval_"):
+            assert value == pytest.approx(final[key], rel=1e-5), key
+    assert seen[scale.steps]["extra"] == 1.0 and seen[scale.steps // 4]["eval_loss"] > 0
+    no_nsp = tables.get("5").arms(scale)[1].pretrain  # a table's check reads the last only
+    (last,) = along_training(same, no_nsp, last_only=True).items()
+    final = json.loads((same.pretrain(no_nsp) / "done.json").read_text())
+    assert last[0] == scale.steps and last[1]["eval_loss"] == pytest.approx(final["eval_loss"])
+    # A budget that would read the text too often is refused before it trains (--scale host).
+    strict = Harness(str(tmp_path), dataclasses.replace(scale, max_repetition=2.0),
+                     progress=print)  # fmt: skip
+    long_run = dataclasses.replace(arm.pretrain, steps=400)
+    assert strict.repetition(long_run) == pytest.approx(25 * strict.repetition(arm.pretrain))
+    with pytest.raises(BertJaxError, match=r"400 steps would read the pretraining text \S+ "
+                                           r"times \(the quick scale allows 2\)"):  # fmt: skip
+        strict.pretrain(long_run)
+    # Per-example intervals of every pair of arms, and the best constant of each dev split.
+    mrpc = docs["5"]["intervals"]["mrpc"]
+    assert set(mrpc) >= {"BERT - No NSP", "No NSP - LTR & No NSP", "BERT - random init"}
+    for d in mrpc.values():
+        assert d["low"] <= d["diff"] <= d["high"] and d["runs"] == [1, 1]
+    for kind, base in docs["5"]["baselines"].items():
+        assert base["majority"] <= base["best_constant"] + 1e-9, kind
+        for arm, row in docs["5"]["arms"].items():  # the constant scored as a run: same score
+            d = docs["5"]["intervals"][kind][f"{arm} - best constant"]
+            assert d["diff"] == pytest.approx(row[kind]["median"] - base["best_constant"])
+    md = (tmp_path / "5.md").read_text()
+    assert "| best constant (dev) |" in md and "Each arm minus the best constant" in md
+    # Some columns only (--only_tasks): their runs are reused, the md names the others.
+    messages.clear()
+    one = ablate("5", scale, str(tmp_path), progress=messages.append, only_tasks=("conll",))
+    assert not any(m.startswith(("pretraining", "to do:")) for m in messages)
+    assert one["tasks_left_out"] == ["sst2", "mrpc", "squad"]
+    assert one["arms"] == {a: {"conll": r["conll"]} for a, r in docs["5"]["arms"].items()}
+    assert set(one["intervals"]) == {"conll"}
+    assert "left out: sst2, mrpc, squad." in (tmp_path / "5.md").read_text()
+    with pytest.raises(BertJaxError, match="--only_tasks: table 5 has no task cola"):
+        ablate("5", scale, str(tmp_path), only_tasks=("conll", "cola"))
