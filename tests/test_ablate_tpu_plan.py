@@ -1,6 +1,6 @@
 """`bert-jax ablate --scale tpu` (and `--scale host --topology`): every table's plan, each run's
 steps compiled ahead of time for the slice. Its own file so that the suite's two workers can run
-it beside the quick ablation run (tests/test_ablate.py) instead of after it."""
+it beside the quick ablation run (tests/test_ablate_quick_run.py) instead of after it."""
 
 from __future__ import annotations
 

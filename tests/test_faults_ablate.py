@@ -2,7 +2,7 @@
 --corpus, --model) is refused before any pretraining and before the workdir's settings.json
 records it, so the corrected command runs; a `--quick` table says it is a wiring check instead
 of scoring the paper's claims. Nothing here trains: the sweep runs against a stand-in harness
-(tests/test_ablate.py runs a real quick sweep)."""
+(tests/test_ablate_quick_run.py runs a real quick sweep)."""
 
 from __future__ import annotations
 
