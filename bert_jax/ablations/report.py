@@ -64,14 +64,15 @@ def summarize(values: list[float], paper: float | None) -> dict:
 
 def write(
     out_dir: str, table: str, scale: str, arms: dict, baselines: dict, finetune: dict | None,
-    pretraining: dict | None = None, intervals: dict | None = None,
+    pretraining: dict | None = None, evidence: Evidence | None = None,
     uncalibrated: list[str] | None = None, compute: dict | None = None,
     ceiling: dict | None = None, left_out: list[str] | None = None,
-    evidence: Evidence | None = None,
 ) -> dict:  # fmt: skip
+    """The table document, its md and plot in `out_dir`, and `evidence` (the per-example rows
+    its intervals are computed from) beside them."""
     doc = {"table": table, "scale": scale, "finetune": finetune, "arms": arms,
            "baselines": baselines, "pretraining": pretraining or {},
-           "intervals": intervals or {}}  # fmt: skip
+           "intervals": evidence.intervals() if evidence else {}}  # fmt: skip
     if compute is not None:  # bert_jax.ablations.run_time
         doc["compute"] = compute
     if uncalibrated is not None:  # the workdir's calibration table has been run

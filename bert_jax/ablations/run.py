@@ -183,7 +183,6 @@ def ablate(
     # "none" arm's fresh head is chance, but which label it favours is a coin flip per seed).
     for task, arm in {t: a for a in arms for t in a.tasks if t in PAIR_TASKS}.items():
         baselines[task], constants[task] = harness.pair_constant(arm, task)
-    evidence = Evidence(examples, groups, constants)
     budget = None  # a table of intrinsic tasks only fine-tunes nothing
     if kinds:
         budget = {"epochs": scale.finetune_epochs, "learning_rate": scale.finetune_lr,
@@ -207,8 +206,9 @@ def ablate(
     compute = run_time.spent((r.part, r.directory) for r in runs)
     calibrated = calibration_doc(workdir, table)
     doc = report.write(workdir, table, scale.name, rows, baselines, budget, pretraining,
-                       evidence.intervals(), calibration.uncalibrated(calibrated), compute,
-                       calibration.ceiling(calibrated, budget), left_out, evidence)  # fmt: skip
+                       Evidence(examples, groups, constants),
+                       calibration.uncalibrated(calibrated), compute,
+                       calibration.ceiling(calibrated, budget), left_out)  # fmt: skip
     wrote = f"wrote {workdir}/{table}.json and {table}.md ({time.time() - start:.0f}s)"
     if doc.get("wiring_check"):
         progress(f"{wrote}: {report.WIRING_CHECK}")
