@@ -9,12 +9,14 @@ import json
 
 import pytest
 
-from bert_jax.ablations import lr_choice, suite
+from bert_jax.ablations import lr_choice, run, suite
+from bert_jax.ablations.harness import Harness
 from bert_jax.ablations.run import ablate
 from bert_jax.ablations.scales import SCALES
 from bert_jax.ablations.tables import calibration
 from bert_jax.ablations.tables.compare import RANDOM_INIT
 from bert_jax.errors import BertJaxError
+from bert_jax.train.lock import WorkdirLock
 
 
 def test_train_slices_hold_out_the_end_of_train_in_each_layout(tmp_path):
@@ -59,7 +61,24 @@ def test_calibration_chooses_each_arms_rate_on_train(tmp_path, monkeypatch, tiny
     monkeypatch.setattr(calibration, "TASKS", ("sst2",))
     monkeypatch.setattr(calibration, "CEILING_CHECKPOINT", str(tiny_hf_dir))
     scale = dataclasses.replace(SCALES["quick"], finetune_lrs=(1e-3, 1e-4))
-    doc = ablate("calibration", scale, str(tmp_path), progress=lambda _: None)
+    # Another sweep is trying random init's first rate: this one tries the second meanwhile,
+    # is put off, and comes back for the first once the other has let go of it.
+    held, seen = [], []
+    trials = Harness(str(tmp_path), scale, progress=print)._choice_dir  # once the suite exists
+
+    def progress(message: str) -> None:
+        if message.startswith(f"choosing {RANDOM_INIT}'s") and not seen:  # not on its return
+            held.append(WorkdirLock(trials(calibration.arms(scale)[0], "sst2") / "lr0.001"))
+            held[0].acquire()
+        if message.startswith("  put off:"):
+            other = trials(calibration.arms(scale)[0], "sst2") / "lr0.0001/eval_results.json"
+            seen.append((message, other.exists()))
+            held.pop().release()
+
+    monkeypatch.setattr(run, "RETRY_SECONDS", 0.0)
+    doc = ablate("calibration", scale, str(tmp_path), progress=progress)
+    ((message, other_rate_done),) = seen
+    assert "lr0.001: in use by another run" in message and other_rate_done and not held
     assert list(doc["arms"]) == [RANDOM_INIT, calibration.CEILING]
     assert doc["finetune"]["learning_rate"] is None
     for arm, key in ((RANDOM_INIT, "random-L1-H64-A2-mlm_nsp"),
@@ -87,7 +106,7 @@ def test_calibration_chooses_each_arms_rate_on_train(tmp_path, monkeypatch, tiny
     assert "chosen per task from {0.001, 0.0001}" in md and "best constant (dev)" in md
     # Every other table of the workdir shows the ceiling beside its random init and constant,
     # and says when it was fine-tuned at another budget.
-    from bert_jax.ablations import report, run
+    from bert_jax.ablations import report
 
     calibrated = run.calibration_doc(str(tmp_path), "5")
     top = calibration.ceiling(calibrated, doc["finetune"])

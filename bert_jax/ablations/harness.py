@@ -32,7 +32,7 @@ from bert_jax.errors import BertJaxError
 from bert_jax.runs import finetune as runner
 from bert_jax.runs.pretrain import run_pretraining
 from bert_jax.train.config import finetune_config, pretrain_config
-from bert_jax.train.lock import WorkdirLock, in_use
+from bert_jax.train.lock import WorkdirInUse, WorkdirLock, in_use
 
 _ONE_DEVICE = {"data": 1, "fsdp": 1, "tensor": 1}
 
@@ -171,7 +171,9 @@ class Harness(Workdir):
         `finetune_lrs` that scores best on the held slice of train (bert_jax.ablations.
         lr_choice), chosen once per arm and task (pretraining and fine-tuning seed 0) and kept
         in choice.json. Feature-based NER keeps its own 1e-3. `choose=False`: None rather than
-        running the choice when it has not been made."""
+        running the choice when it has not been made. Sweeps sharing the workdir try its rates
+        side by side: one skips a rate the other is trying and is put off (WorkdirInUse) after
+        the rest, to come back for its score."""
         s = self.scale
         if not s.finetune_lrs or task == "conll_feature":
             return s.finetune_lr
@@ -183,8 +185,15 @@ class Harness(Workdir):
         if not choice.exists():
             slices = self.train_slice(task)  # not conll_feature: it returned above
             self.progress(f"choosing {arm.name}'s learning rate for {task} on a slice of train")
-            scores = {f"{lr:g}": self._finetune_run(base, task, 0, lr, slices, where / f"lr{lr:g}")
-                      for lr in s.finetune_lrs}  # fmt: skip
+            scores, held = {}, None
+            for lr in s.finetune_lrs:  # a rate another sweep is trying is left to it meanwhile
+                try:
+                    scores[f"{lr:g}"] = self._finetune_run(base, task, 0, lr, slices,
+                                                           where / f"lr{lr:g}")  # fmt: skip
+                except WorkdirInUse as e:
+                    held = held or e
+            if held:  # the job is put off and comes back for the held rate's score
+                raise held
             best = max(s.finetune_lrs, key=lambda lr: scores[f"{lr:g}"])  # ties: the first
             write_json_atomic(choice, {"scores": scores, "chosen": best}, sort_keys=True)
         return float(json.loads(choice.read_text())["chosen"])
