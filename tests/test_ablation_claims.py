@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from bert_jax.ablations import claims, report
+from bert_jax.errors import BertJaxError
 
 
 def _doc(table: str, cells: dict[str, dict[str, list[float]]]) -> dict:
@@ -122,3 +125,11 @@ def test_report_writes_the_claims_into_the_json_and_the_markdown(tmp_path):
     constant = {"nsp": {"majority": 53.0, "best_constant": 53.0, "constant_answer": "1"}}
     report.write(str(tmp_path), "nsp_sop", "cpu", pairs["arms"], constant, None)
     assert "| best constant (held-out pairs) | 53.00 |" in (tmp_path / "nsp_sop.md").read_text()
+    # Its intervals cannot be computed again without the per-example rows it was written without.
+    with pytest.raises(BertJaxError, match=r"nsp_sop.rows.npz: no such file"):
+        report.rerender(str(tmp_path / "nsp_sop.json"))
+    with pytest.raises(BertJaxError, match=r"6.json: no such file"):
+        report.rerender(str(tmp_path / "6.json"))
+    (tmp_path / "other.json").write_text('{"model": "bert"}')
+    with pytest.raises(BertJaxError, match=r"other.json: not a table"):
+        report.rerender(str(tmp_path / "other.json"))

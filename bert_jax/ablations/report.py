@@ -42,7 +42,8 @@ from etils import epath
 
 from bert_jax.ablations import claims, stats, tables
 from bert_jax.ablations.evidence import Evidence, rows_path
-from bert_jax.atomic_write import write_json_atomic, write_text_atomic
+from bert_jax.atomic_write import read_json, write_json_atomic, write_text_atomic
+from bert_jax.errors import BertJaxError
 
 # What a `--quick` table is: its budgets are too small to learn anything, by design.
 WIRING_CHECK = (
@@ -94,7 +95,9 @@ def rerender(path: str) -> dict:
     """A written table's intervals and verdicts computed again from its saved per-example rows
     (bert_jax.ablations.evidence), without its workdir: PATH and its md are rewritten."""
     where = epath.Path(path)
-    doc = read(path)
+    doc = read_json(where, f"{where}: no such file (a table's json, as bert-jax ablate wrote it)")
+    if doc.get("table") not in tables.names():
+        raise BertJaxError(f"{where}: not a table that bert-jax ablate wrote (no known 'table')")
     doc["intervals"] = Evidence.load(rows_path(where)).intervals()
     doc["claims"] = [] if doc.get("wiring_check") else claims.check(doc)
     _save(doc, where)
