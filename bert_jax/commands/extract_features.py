@@ -5,6 +5,8 @@
 
 `--init_checkpoint` is a TF checkpoint prefix (with --vocab_file and --bert_config_file, as in the
 reference), a Hugging Face directory or a bert-jax workdir (both default to the files inside).
+Every family gives features: the BERT family, XLNet (its content stream, in its own layout),
+ModernBERT (a Hugging Face directory) and T5 (its encoder's hidden states; one text a line).
 """
 
 from __future__ import annotations

@@ -14,6 +14,11 @@ import jax
 
 from bert_jax.errors import BertJaxError
 
+# Reasons several families give for a refusal (`Architecture.refusals`).
+GENERATES = "generate decodes encoder-decoders and left-to-right (causal) BERTs"
+STUDENT_IS_BERT = "the student is a BERT-family encoder (tasks.distill builds a BertConfig model)"
+TEACHER_IS_BERT = "a teacher is a fine-tuned BERT-family model (tasks.distill reads a BertConfig)"
+
 
 class Architecture:
     """One architecture. Subclasses set the class attributes and override what they build."""
@@ -39,15 +44,26 @@ class Architecture:
     # Fine-tuning rows reach the model padded on this side (XLNet's releases pad on the left).
     padding_side: ClassVar[str] = "right"
     extracts_features: ClassVar[bool] = False  # extract-features
-    draws_attention_maps: ClassVar[bool] = False  # attention-map (BERT's one-stream attention)
+    # attention-map's kinds (`--attention`): "encoder" (self-attention over the text), "cross"
+    # and "decoder" (an encoder-decoder's decoder over a target text); () = it draws none.
+    attention_maps: ClassVar[tuple[str, ...]] = ()
     # How `bert-jax generate` decodes from it: "causal" (a left-to-right encoder), "seq2seq"
     # (encoder-decoder), "" (it does not generate).
     generates: ClassVar[str] = ""
     distills_students: ClassVar[bool] = False  # a task-distillation student (tasks.distill)
+    distills_teachers: ClassVar[bool] = False  # a fine-tuned task-distillation teacher
     encoder_scope: ClassVar[str] = "bert"  # the encoder's parameters in its task models
+
+    # Why a command refuses this family where its capability above is off, keyed by the
+    # command's name in `bert_jax.families.table` (README's table and the commands' errors).
+    refusals: ClassVar[dict[str, str]] = {}
 
     def unsupported(self, what: str) -> BertJaxError:
         return BertJaxError(f"{what}: not built for {self.title}")
+
+    def refusal(self, command: str) -> str:
+        """Why `command` refuses this family (its error says "<command>: <this>")."""
+        return self.refusals.get(command, f"not built for {self.title}")
 
     # ---- pretraining (the encoder task, bert_jax.pretraining.task) --------------------------
     def pretraining_model(self, bert_config: Any, objective: Any, generator_size: float) -> Any:
@@ -66,6 +82,11 @@ class Architecture:
 
     def pretraining_flops(self, task: Any, global_batch_size: int) -> float:
         raise self.unsupported("FLOPs counting")
+
+    def pretraining_saved_elements(self, task: Any, global_batch_size: int) -> float | None:
+        """Activation elements an ideally fused step keeps for its backward pass (the
+        analytic minimum of `bert-jax compile`'s roofline); None: no formula for it."""
+        return None
 
     def check_init_checkpoint(self, path: str) -> None:
         """Refuse an init checkpoint this family's pretraining cannot graft."""

@@ -30,8 +30,9 @@ class BertFamily(Architecture):
     workdir_entries: ClassVar[tuple[str, ...]] = ("bert",)
     variant_architecture: ClassVar[str] = "bert"
     extracts_features: ClassVar[bool] = True
-    draws_attention_maps: ClassVar[bool] = True
+    attention_maps: ClassVar[tuple[str, ...]] = ("encoder",)
     distills_students: ClassVar[bool] = True
+    distills_teachers: ClassVar[bool] = True
     generates: ClassVar[str] = "causal"  # the left-to-right BERT (objective ltr)
 
     # ---- pretraining ------------------------------------------------------------------------
@@ -45,6 +46,14 @@ class BertFamily(Architecture):
             task.max_seq_length,
             task.spec.predictions_per_seq(task.max_seq_length, task.max_predictions_per_seq),
             task.uses_sentence_head,
+        )
+
+    def pretraining_saved_elements(self, task: Any, global_batch_size: int) -> float:
+        return flops.pretraining_saved_elements(
+            task.bert_config,
+            global_batch_size,
+            task.max_seq_length,
+            task.spec.predictions_per_seq(task.max_seq_length, task.max_predictions_per_seq),
         )
 
     def export_pretrained(self, task: Any, params: Any, output_dir: str, vocab: Any) -> list[str]:

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 from etils import epath
 
 from bert_jax.errors import BertJaxError
-from bert_jax.families.base import Architecture
+from bert_jax.families.base import GENERATES, STUDENT_IS_BERT, TEACHER_IS_BERT, Architecture
 from bert_jax.interop import hf, modernbert_hf
 from bert_jax.model.modernbert import heads as modernbert_heads
 from bert_jax.model.modernbert import pretraining as modernbert_pretraining
@@ -42,6 +42,13 @@ class ModernBertFamily(Architecture):
     # Sizes come from BERT's presets (`config.model`, and `config.intermediate_size`).
     variant_architecture: ClassVar[str] = "bert"
     encoder_scope: ClassVar[str] = modernbert_heads.ENCODER_SCOPE
+    extracts_features: ClassVar[bool] = True
+    attention_maps: ClassVar[tuple[str, ...]] = ("encoder",)  # global and sliding-window layers
+    refusals: ClassVar[dict[str, str]] = {
+        "generate": f"ModernBERT is a bidirectional masked-LM encoder; {GENERATES}",
+        "distillation student": STUDENT_IS_BERT,
+        "distillation teacher": TEACHER_IS_BERT,
+    }
 
     # ---- pretraining ------------------------------------------------------------------------
     def pretraining_model(self, bert_config: Any, objective: Any, generator_size: float) -> Any:
@@ -51,6 +58,12 @@ class ModernBertFamily(Architecture):
 
     def pretraining_flops(self, task: Any, global_batch_size: int) -> float:
         return modernbert_pretraining.flops_per_step(
+            task.model.config, global_batch_size, task.max_seq_length,
+            task.max_predictions_per_seq,
+        )  # fmt: skip
+
+    def pretraining_saved_elements(self, task: Any, global_batch_size: int) -> float:
+        return modernbert_pretraining.saved_elements(
             task.model.config, global_batch_size, task.max_seq_length,
             task.max_predictions_per_seq,
         )  # fmt: skip

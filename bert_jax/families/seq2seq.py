@@ -22,3 +22,11 @@ class Seq2SeqFamily(Architecture):
     config_types: ClassVar[tuple[type, ...]] = (Seq2SeqConfig,)
     task_kind: ClassVar[str] = "encoder_decoder"
     generates: ClassVar[str] = "seq2seq"
+    extracts_features: ClassVar[bool] = True  # the encoder's hidden states
+    attention_maps: ClassVar[tuple[str, ...]] = ("encoder", "cross", "decoder")
+    refusals: ClassVar[dict[str, str]] = {
+        "distillation student": "an encoder-decoder fine-tunes text-to-text, without the task "
+        "head whose logits distillation matches",
+        "distillation teacher": "an encoder-decoder fine-tunes text-to-text, without the task "
+        "head whose logits distillation matches",
+    }

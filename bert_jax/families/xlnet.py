@@ -14,7 +14,7 @@ import jax
 from etils import epath
 
 from bert_jax.errors import BertJaxError
-from bert_jax.families.base import Architecture
+from bert_jax.families.base import GENERATES, STUDENT_IS_BERT, TEACHER_IS_BERT, Architecture
 from bert_jax.families.xlnet_checkpoints import export_xlnet, read_xlnet_dir
 from bert_jax.interop import hf
 from bert_jax.model.xlnet import XLNetConfig
@@ -49,7 +49,13 @@ class XLNetFamily(Architecture):
     variant_architecture: ClassVar[str] = "bert"
     padding_side: ClassVar[str] = "left"
     encoder_scope: ClassVar[str] = "transformer"
-    extracts_features: ClassVar[bool] = True  # the content stream (no attention maps)
+    extracts_features: ClassVar[bool] = True  # the content stream
+    refusals: ClassVar[dict[str, str]] = {
+        "generate": f"XLNet's permutation LM is not decoded here; {GENERATES}",
+        "distillation student": STUDENT_IS_BERT,
+        "distillation teacher": TEACHER_IS_BERT,
+    }
+    attention_maps: ClassVar[tuple[str, ...]] = ("encoder",)  # the content stream's
 
     # ---- pretraining ------------------------------------------------------------------------
     def pretraining_model(self, bert_config: Any, objective: Any, generator_size: float) -> Any:

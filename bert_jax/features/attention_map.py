@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -14,12 +15,21 @@ from bert_jax.model import BertModel
 from bert_jax.tokenization.layout import layout_of
 
 
-def attention_probs(
-    config: BertConfig, params: dict, tokenizer, text_a: str, text_b: str | None = None
-) -> tuple[list[str], np.ndarray]:
-    """(tokens, N x H x L x L float32): every layer's softmax probabilities, rows = queries."""
-    params = params.get("bert", params)
-    layout = layout_of(tokenizer)  # [CLS] a [SEP] (b [SEP]); RoBERTa <s> a </s> (</s> b </s>)
+class AttentionMap(NamedTuple):
+    """One layer's map: rows are `query_tokens`, columns `key_tokens` (the same tokens but for
+    an encoder-decoder's cross-attention), each row sums to 1."""
+
+    query_tokens: list[str]
+    key_tokens: list[str]
+    probs_QxK: np.ndarray
+    layer: int  # 0-based, counted in the stack the map is of
+    label: str  # the head (or "mean of heads") and, where layers differ, the layer's kind
+
+
+def layout_tokens(tokenizer, text_a: str, text_b: str | None) -> tuple[list[str], list[int]]:
+    """(tokens, segment ids) of a sentence or pair in the tokenizer's layout: [CLS] a [SEP]
+    (b [SEP]); RoBERTa <s> a </s> (</s> b </s>); ModernBERT as BERT without token types."""
+    layout = layout_of(tokenizer)
     tokens = [layout.cls, *tokenizer.tokenize(text_a)]
     if text_b:
         tokens += layout.pair_sep
@@ -30,6 +40,15 @@ def attention_probs(
     else:
         tokens.append(layout.sep)
         segments = [0] * len(tokens)
+    return tokens, segments
+
+
+def attention_probs(
+    config: BertConfig, params: dict, tokenizer, text_a: str, text_b: str | None = None
+) -> tuple[list[str], np.ndarray]:
+    """(tokens, N x H x L x L float32): every layer's softmax probabilities, rows = queries."""
+    params = params.get("bert", params)
+    tokens, segments = layout_tokens(tokenizer, text_a, text_b)
     if len(tokens) > config.max_position_embeddings:
         raise BertJaxError(
             f"{len(tokens)} tokens > max_position_embeddings {config.max_position_embeddings}"
@@ -46,18 +65,24 @@ def attention_probs(
 
 
 def plot_attention(
-    tokens: list[str], probs_LxL: np.ndarray, output_file: str | os.PathLike, title: str = ""
+    tokens: list[str],
+    probs_QxK: np.ndarray,
+    output_file: str | os.PathLike,
+    title: str = "",
+    key_tokens: list[str] | None = None,
 ) -> None:
-    """Write a PNG heatmap (queries down, keys across), atomically."""
+    """Write a PNG heatmap (queries down, keys across: `key_tokens`, else `tokens`),
+    atomically."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    size = max(4.0, 0.32 * len(tokens) + 1.5)
-    fig, ax = plt.subplots(figsize=(size + 1.0, size))
-    image = ax.imshow(probs_LxL, cmap="viridis", vmin=0.0, vmax=float(probs_LxL.max()))
-    ax.set_xticks(range(len(tokens)), tokens, rotation=90, fontsize=8)
+    keys = tokens if key_tokens is None else key_tokens
+    width, height = (max(4.0, 0.32 * len(t) + 1.5) for t in (keys, tokens))
+    fig, ax = plt.subplots(figsize=(width + 1.0, height))
+    image = ax.imshow(probs_QxK, cmap="viridis", vmin=0.0, vmax=float(probs_QxK.max()))
+    ax.set_xticks(range(len(keys)), keys, rotation=90, fontsize=8)
     ax.set_yticks(range(len(tokens)), tokens, fontsize=8)
     ax.set_xlabel("attended-to token (key)")
     ax.set_ylabel("token (query)")

@@ -113,12 +113,8 @@ def layer_outputs(
     batch_size: int = 32,
 ) -> Iterator[tuple[Features, np.ndarray]]:
     """Yields (features, K x L x D float32) for the requested Transformer layers."""
-    n = config.num_hidden_layers
-    for index in layer_indexes:
-        if not -n <= index < n:
-            raise BertJaxError(f"--layers: {index} is out of range for a {n}-layer model")
+    check_layer_indexes(layer_indexes, config.num_hidden_layers)
     model = BertModel(config, add_pooling_layer=False)
-    bert_params = jax.device_put(bert_params)  # once, not with every batch
 
     @jax.jit
     def run(params, ids, mask, seg):
@@ -126,14 +122,43 @@ def layer_outputs(
         layers = out.hidden_states[1:]  # drop the embeddings: index -1 is the last layer
         return jnp.stack([layers[i].astype(jnp.float32) for i in layer_indexes], axis=1)
 
+    yield from run_batches(run, bert_params, features, batch_size)
+
+
+def check_layer_indexes(layer_indexes: Sequence[int], n: int) -> None:
+    for index in layer_indexes:
+        if not -n <= index < n:
+            raise BertJaxError(f"--layers: {index} is out of range for a {n}-layer model")
+
+
+def run_batches(
+    run, params, features: Sequence[Features], batch_size: int
+) -> Iterator[tuple[Features, np.ndarray]]:
+    """Yields (features, what `run(params, ids, mask, segments)` gives for its row), batch by
+    batch; a short last batch is padded with copies so that one compiled shape serves all."""
+    params = jax.device_put(params)  # once, not with every batch
     for start in range(0, len(features), batch_size):
         chunk = features[start : start + batch_size]
-        pad = batch_size - len(chunk) if len(features) > batch_size else 0  # one compiled shape
+        pad = batch_size - len(chunk) if len(features) > batch_size else 0
         rows = [*chunk, *[chunk[-1]] * pad]
         ids, mask, seg = (np.stack([getattr(f, k) for f in rows]) for k in
                           ("input_ids", "input_mask", "segment_ids"))  # fmt: skip
-        values_BxKxLxD = np.asarray(run(bert_params, ids, mask, seg))
-        yield from zip(chunk, values_BxKxLxD, strict=False)
+        values_Bx = np.asarray(run(params, ids, mask, seg))
+        yield from zip(chunk, values_Bx, strict=False)
+
+
+def write_features(
+    output_file: str | os.PathLike,
+    rows: Iterator[tuple[Features, np.ndarray]],
+    layer_indexes: Sequence[int],
+) -> int:
+    """The JSON lines of `rows` (features, K x L x D), atomically; the number written."""
+    n = 0
+    with open_atomic(output_file) as f:
+        for feat, values_KxLxD in rows:
+            f.write(to_json(feat, values_KxLxD, layer_indexes) + "\n")
+            n += 1
+    return n
 
 
 def to_json(features: Features, values_KxLxD: np.ndarray, layer_indexes: Sequence[int]) -> str:

@@ -1,7 +1,8 @@
-"""`extract-features` for Hugging Face XLNet directories (config.json, model.safetensors,
-spiece.model): XLNet's input layout (A <sep> [B <sep>] <cls>, left-padded, segment ids 0 / 1 and
-2 for <cls>), the content stream's hidden states, and the reference JSON-lines format of
-`bert_jax.features.extract` (real tokens only; layer -1 = last layer)."""
+"""`extract-features` and `attention-map` for Hugging Face XLNet directories (config.json,
+model.safetensors, spiece.model): XLNet's input layout (A <sep> [B <sep>] <cls>, left-padded,
+segment ids 0 / 1 and 2 for <cls>), the content stream's hidden states in the reference
+JSON-lines format of `bert_jax.features.extract` (real tokens only; layer -1 = last layer), and
+the content stream's attention probabilities."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from bert_jax.features.extract import (
     read_examples,
     to_json,
 )
+from bert_jax.features.taps import probabilities, run_with_taps
 from bert_jax.model.xlnet import XLNet
 from bert_jax.tokenization.directory import (
     check_vocab_fits,
@@ -68,19 +70,14 @@ def extract_xlnet_to_file(
 ) -> int:
     """Features of an XLNet directory's content stream; `do_lower_case=None`: the tokenizer's
     own rule (spiece.model: cased)."""
-    cfg, params, _ = read_xlnet_dir(model_dir, dtype=dtype)
-    spiece = tokenizer_file_in(model_dir)
-    if spiece is None:
-        raise BertJaxError(f"{model_dir}: no spiece.model or tokenizer.json (XLNet's tokenizer)")
-    tokenizer = open_xlnet_tokenizer(spiece, do_lower_case)
-    check_vocab_fits(tokenizer, cfg.vocab_size, model_dir)
+    cfg, encoder, tokenizer = load_xlnet(model_dir, do_lower_case, dtype)
     n = cfg.n_layer
     for index in layer_indexes:
         if not -n <= index < n:
             raise BertJaxError(f"--layers: {index} is out of range for a {n}-layer model")
     features = featurize(read_examples(input_file), max_seq_length, tokenizer)
     model = XLNet(cfg)
-    encoder = jax.device_put(params["transformer"])
+    encoder = jax.device_put(encoder)
 
     @jax.jit
     def run(p, ids, mask, seg):
@@ -100,3 +97,42 @@ def extract_xlnet_to_file(
                 real = int(feat.input_mask.sum())  # left padding: the real tokens are last
                 f.write(to_json(feat, values_KxLxD[:, -real:], layer_indexes) + "\n")
     return len(features)
+
+
+def load_xlnet(
+    model_dir: str | os.PathLike, do_lower_case: bool | None = None, dtype: str = "float32"
+):
+    """(config, encoder params, tokenizer) of an XLNet directory or workdir."""
+    cfg, params, _ = read_xlnet_dir(model_dir, dtype=dtype)
+    spiece = tokenizer_file_in(model_dir)
+    if spiece is None:
+        raise BertJaxError(f"{model_dir}: no spiece.model or tokenizer.json (XLNet's tokenizer)")
+    tokenizer = open_xlnet_tokenizer(spiece, do_lower_case)
+    check_vocab_fits(tokenizer, cfg.vocab_size, model_dir)
+    return cfg, params["transformer"], tokenizer
+
+
+def xlnet_attention(
+    cfg, params: dict, tokenizer, text_a: str, text_b: str | None
+) -> tuple[list[str], np.ndarray]:
+    """(tokens, N x H x L x L float32): the content stream's probabilities in every layer, in
+    XLNet's layout A <sep> (B <sep>) <cls>, rows = queries (the model's own softmax, tapped
+    where it passes to dropout: `bert_jax.features.taps`)."""
+    a = tokenizer.tokenize(text_a)
+    tokens, segments = [*a, "<sep>"], [0] * (len(a) + 1)
+    if text_b:
+        b = tokenizer.tokenize(text_b)
+        tokens, segments = tokens + [*b, "<sep>"], segments + [1] * (len(b) + 1)
+    tokens, segments = tokens + ["<cls>"], segments + [XLNET_CLS_SEGMENT]
+    ids_1xL = np.asarray([tokenizer.convert_tokens_to_ids(tokens)], np.int32)
+    model = XLNet(cfg)
+    paths = [(f"layer_{i}", "rel_attn", "drop") for i in range(cfg.n_layer)]
+
+    @jax.jit
+    def run(p, ids, seg):
+        _, seen = run_with_taps(model, p, paths.__contains__, ids, seg)
+        # The first call of each layer's dropout is the content stream's softmax (the second
+        # its attention output).
+        return jnp.stack([probabilities(seen, path, call=0)[0] for path in paths])
+
+    return tokens, np.asarray(run(params, ids_1xL, np.asarray([segments], np.int32)), np.float32)
