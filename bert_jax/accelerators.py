@@ -12,22 +12,27 @@ import dataclasses
 class TpuChip:
     peak_flops: float  # dense bf16 FLOP/s of one chip
     devices_per_chip: int  # v2/v3 show each TensorCore as a device; v4 on, one (megacore)
+    hbm_bandwidth: float | None = None  # bytes/s of one chip's HBM (Google's TPU pages)
 
     @property
     def peak_flops_per_device(self) -> float:
         return self.peak_flops / self.devices_per_chip
 
+    @property
+    def hbm_bandwidth_per_device(self) -> float | None:
+        return None if self.hbm_bandwidth is None else self.hbm_bandwidth / self.devices_per_chip
+
 
 TPU_CHIPS = {
     "TPU v2": TpuChip(45e12, 2),
-    "TPU v3": TpuChip(123e12, 2),
-    "TPU v4": TpuChip(275e12, 1),
-    "TPU v5 lite": TpuChip(197e12, 1),
-    "TPU v5e": TpuChip(197e12, 1),
-    "TPU v5": TpuChip(459e12, 1),
-    "TPU v5p": TpuChip(459e12, 1),
-    "TPU v6 lite": TpuChip(918e12, 1),
-    "TPU v6e": TpuChip(918e12, 1),
+    "TPU v3": TpuChip(123e12, 2, 900e9),
+    "TPU v4": TpuChip(275e12, 1, 1200e9),
+    "TPU v5 lite": TpuChip(197e12, 1, 819e9),
+    "TPU v5e": TpuChip(197e12, 1, 819e9),
+    "TPU v5": TpuChip(459e12, 1, 2765e9),
+    "TPU v5p": TpuChip(459e12, 1, 2765e9),
+    "TPU v6 lite": TpuChip(918e12, 1, 1638e9),
+    "TPU v6e": TpuChip(918e12, 1, 1638e9),
 }
 
 

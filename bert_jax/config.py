@@ -29,8 +29,9 @@ REMAT_POLICIES = ("none", "full", "dots", "dots_no_batch")
 # Cross-layer parameter sharing (ALBERT): which half of every layer is one set of weights.
 SHARE_LAYERS = ("none", "all", "attention", "ffn")
 # The kernels bert_jax.model.attention_core.attend can run: "xla" (the reference, every backend),
-# "cudnn" (NVIDIA GPU, bfloat16), "splash" (TPU).
-ATTENTION_IMPLEMENTATIONS = ("xla", "cudnn", "splash")
+# "cudnn" (NVIDIA GPU, bfloat16), "splash" (TPU), "auto" (the fused kernel where the step's
+# platform and shapes allow it, else xla).
+ATTENTION_IMPLEMENTATIONS = ("xla", "cudnn", "splash", "auto")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,7 +88,8 @@ class BertConfig:
                 f"attention_implementation {self.attention_implementation!r}: use one of "
                 f"{ATTENTION_IMPLEMENTATIONS}"
             )
-        if self.attention_implementation != "xla" and self.attention_probs_dropout_prob > 0:
+        fused = self.attention_implementation not in ("xla", "auto")
+        if fused and self.attention_probs_dropout_prob > 0:
             raise BertJaxError(
                 f"attention_implementation {self.attention_implementation!r} with "
                 f"attention_probs_dropout_prob {self.attention_probs_dropout_prob}: the fused "

@@ -128,6 +128,17 @@ def test_a_kernel_on_cpu_is_a_one_line_error(implementation, needs):
     assert needs in str(e.value) and "runs on cpu" in str(e.value) and "\n" not in str(e.value)
 
 
+def test_auto_is_the_reference_on_cpu_and_allows_attention_dropout():
+    """The "auto" kernel runs xla where no kernel applies (this CPU: the same numbers), and,
+    unlike a named kernel, leaves attention dropout to the explicit path instead of refusing it."""
+    mask = make_mask(PACKS, True, False, 16)
+    q, k, v = qkv(128)
+    auto, xla = (jax.jit(lambda q, k, v, i=i: attend(q, k, v, mask, i))(q, k, v)
+                 for i in ("auto", "xla"))  # fmt: skip
+    np.testing.assert_array_equal(np.asarray(auto), np.asarray(xla))
+    assert preset("tiny", attention_implementation="auto").attention_probs_dropout_prob == 0.1
+
+
 def test_bad_kernel_names_and_lengths_are_refused():
     with pytest.raises(BertJaxError, match="attention_implementation 'flash'"):
         check_implementation("flash")
@@ -170,16 +181,18 @@ def test_splash_with_head_size_64_compiles_for_tpu(topology):
     assert len(re.findall(r'custom_call_target="tpu_custom_call"', compiled.as_text())) == 3
 
 
-def test_bert_pretraining_step_with_splash_compiles_for_a_tpu_slice():
+@pytest.mark.parametrize("implementation", ["splash", "auto"])
+def test_bert_pretraining_step_with_splash_compiles_for_a_tpu_slice(implementation):
     """The real `bert-jax pretrain` step (tiny BERT, 2 layers, head size 64, 128 tokens) with
-    attention_implementation="splash", compiled for a v5e 2x2 slice: the kernel runs inside
-    shard_map on each device's rows (forward, dq and dkv kernels per layer)."""
+    attention_implementation="splash" (or "auto", which picks it on TPU), compiled for a v5e 2x2
+    slice: the kernel runs inside shard_map on each device's rows (forward, dq and dkv kernels
+    per layer)."""
     pytest.importorskip("libtpu", reason="libtpu (pip install 'jax[tpu]') is not installable here")
     from bert_jax.aot.pretraining import compile_pretraining
     from bert_jax.train.config import pretrain_config
 
     config = pretrain_config("tiny")
-    config.update(attention_implementation="splash", attention_probs_dropout_prob=0.0,
+    config.update(attention_implementation=implementation, attention_probs_dropout_prob=0.0,
                   max_seq_length=128, global_batch_size=8, vocab_size=512)  # fmt: skip
     report, trainer = compile_pretraining(config, "v5e:2x2")
     assert report.fits and dict(trainer.mesh.shape) == {"data": 1, "fsdp": 4, "tensor": 1}

@@ -112,3 +112,25 @@ def test_each_objective_trains_from_its_shards(shards, uncased_vocab, name):
         assert np.isfinite(metrics["loss"])
         sentence = spec.sentence_head
         assert (f"{sentence}_loss" in metrics) == (sentence is not None)
+
+
+def test_one_prediction_per_sequence_keeps_its_axis(uncased_vocab, tmp_path):
+    """max_predictions_per_seq=1: the masked-LM arrays stay [B, 1] (only the sentence label is
+    squeezed), so the reader's batch reaches the model and a step trains. Before, every
+    length-1 feature was squeezed to [B] and the model's gather failed."""
+    spec = objectives.get("mlm_nsp")
+    shapes = spec.batch_shapes(4, L, 1)
+    assert shapes["masked_lm_positions"][0] == (4, 1)
+    assert shapes["next_sentence_labels"][0] == (4,)
+    create_pretraining_data(
+        "embedded:40", str(tmp_path), str(uncased_vocab), num_shards=1, max_seq_length=L,
+        max_predictions_per_seq=1, dupe_factor=1,
+    )  # fmt: skip
+    task = PretrainingTask(preset("tiny", vocab_size=30522), 4, L, 1)
+    mesh = make_mesh(ml_collections.ConfigDict({"data": 1, "fsdp": 1, "tensor": 1}),
+                     jax.devices()[:1])  # fmt: skip
+    trainer = build_trainer(pretrain_config("tiny"), task, mesh)
+    batch = next(PretrainInput(str(tmp_path / "*.tfrecord"), 4, L, 1, prefetch=0))
+    assert batch["masked_lm_ids"].shape == (4, 1)
+    _, metrics = trainer.train_step(trainer.init_state(), batch)
+    assert np.isfinite(jax.device_get(metrics)["loss"])

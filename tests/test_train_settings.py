@@ -39,6 +39,7 @@ def test_recipes_keep_their_own_values():
         ("keep_checkpoints", "three", "config.keep_checkpoints='three': expected int"),
         ("async_checkpoints", "yes", "config.async_checkpoints='yes': expected True or False"),
         ("learning_rate", -1.0, "config.learning_rate=-1.0: must be a finite number >= 0"),
+        ("dropout_prng", "philox", "config.dropout_prng='philox': use one of ('auto', "),
     ],
 )
 def test_a_bad_value_is_named(key, value, message):
@@ -53,3 +54,32 @@ def test_the_task_families_are_the_schemas():
     from bert_jax.train import config
 
     assert tuple(config._FAMILY_KEYS) == TASK_FAMILIES
+
+
+@pytest.mark.slow  # three tiny train steps compiled (~15 s)
+def test_dropout_masks_from_xla_generator_are_their_own_and_repeat():
+    """dropout_prng=rbg draws other masks than threefry (other losses from the same weights and
+    batch), the same ones again from the same step (a rerun, a resume), and trains."""
+    import jax
+    import numpy as np
+
+    from bert_jax.config import preset
+    from bert_jax.pretraining.task import PretrainingTask
+    from bert_jax.train import build_trainer, make_mesh
+
+    task = PretrainingTask(preset("tiny", vocab_size=300), 4, 16, 3)
+    mesh = make_mesh(ml_collections.ConfigDict(dict(data=1, fsdp=1, tensor=1)), jax.devices()[:1])
+    rs = np.random.RandomState(0)
+    batch = {k: rs.randint(0, 2, s.shape).astype(s.dtype) for k, s in task.init_inputs().items()}
+    batch["input_ids"] = rs.randint(5, 300, (4, 16)).astype(np.int32)
+    batch["input_mask"][:] = 1
+    batch["masked_lm_weights"][:] = 1.0
+    losses = {}
+    for impl in ("threefry", "rbg", "rbg"):
+        config = dict(training_config().to_dict(), train_steps=10, dropout_prng=impl)
+        trainer = build_trainer(config, task, mesh)
+        state, metrics = trainer.train_step(trainer.init_state(), batch)
+        losses.setdefault(impl, []).append(float(metrics["loss"]))
+    assert np.isfinite(losses["rbg"]).all()
+    assert losses["rbg"][0] == losses["rbg"][1]  # the same step draws the same masks
+    assert losses["rbg"][0] != losses["threefry"][0]  # and they are not threefry's

@@ -51,6 +51,7 @@ class CompileReport:
     memory: StepMemory | None  # None when the compiler refused the program (out of memory)
     compiler_error: str | None = None  # XLA's out-of-memory message, one line
     xla_flops_per_device: float | None = None
+    xla_bytes_per_device: float | None = None  # cost_analysis()'s "bytes accessed"
     model_flops_per_step: float | None = None
     loops_in_step: bool = False  # scanned layers / microbatches: XLA counts a loop body once
     unsharded: list[tuple[str, tuple[int, ...], int]] = dataclasses.field(default_factory=list)
@@ -126,6 +127,8 @@ def compile_step(
         cost = cost[0] if cost else {}
     if cost and "flops" in cost:
         report.xla_flops_per_device = float(cost["flops"])
+    if cost and "bytes accessed" in cost:
+        report.xla_bytes_per_device = float(cost["bytes accessed"])
     report.compiled = compiled
     return report
 

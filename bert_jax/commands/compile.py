@@ -6,7 +6,11 @@
 Builds the mesh, shardings and train step `bert-jax pretrain` would run on that slice (libtpu's
 compile-only devices; `pip install 'bert-jax[tpu]'`), compiles it and prints per device the
 argument, output and temporary bytes against HBM, XLA's FLOPs next to the model FLOPs, and the
-parameters left unsharded. Exits non-zero, naming knobs to turn, when the step does not fit.
+parameters left unsharded; then the step's roofline (bert_jax.aot.roofline): XLA's FLOPs and
+bytes per device against the chip's peak and HBM bandwidth, the bound they put on MFU, and XLA's
+bytes over the analytic minimum. `--hlo_census=N` adds what the bytes are spent on, by kind of
+instruction, and the N largest (bert_jax.aot.hlo_census). Exits non-zero, naming knobs to turn,
+when the step does not fit.
 --topology takes accelerator types (v3-32, v4-32, v5litepod-16, v5p-64, v6e-256) or JAX
 topology names (v4:2x2x4, v5e:4x4).
 """
@@ -25,6 +29,9 @@ _CONFIG = config_flags.DEFINE_config_file(
     "t5.py:<small|base>, distill.py:tpu",
 )
 _TOPOLOGY = flags.DEFINE_string("topology", None, "v4-32, v5litepod-16, v5p-64, v5e:4x4, ...")
+_CENSUS = flags.DEFINE_integer(
+    "hlo_census", 0, "also print the compiled step's HLO census with its N largest instructions"
+)
 
 
 def main(argv: list[str]) -> None:
@@ -61,6 +68,25 @@ def main(argv: list[str]) -> None:
         f"at 100% MFU a step would take {1e3 * trainer.flops_per_step / peak:.1f} ms "
         f"({tpu.generation.peak_flops_per_chip / 1e12:.0f} TFLOP/s bf16 per chip)"
     )
+    _print_accounting(report, trainer, tpu, config)
+
+
+def _print_accounting(report, trainer, tpu, config) -> None:
+    from bert_jax.aot.hlo_census import format_census, hlo_census
+    from bert_jax.aot.roofline import format_roofline, step_roofline
+
+    roofline = step_roofline(report, trainer, tpu, config.dtype, config.global_batch_size)
+    if roofline is not None:
+        print(format_roofline(roofline, tpu.generation.device_kinds[0]))
+    elif report.loops_in_step:
+        print("roofline: not computed; XLA counts a loop body once (compile with "
+              "--config.scan_layers=False --config.grad_accum_steps=1 for it)")  # fmt: skip
+    else:
+        print(f"roofline: not computed (no HBM bandwidth for {tpu.accelerator_type}, or no "
+              "FLOPs and bytes from XLA)")  # fmt: skip
+    if _CENSUS.value > 0:
+        census = hlo_census(report.compiled.as_text())
+        print(format_census(census, top=_CENSUS.value, label=tpu.accelerator_type))
 
 
 def _compile_distillation(config, tpu) -> None:

@@ -151,7 +151,8 @@ class Objective:
         for f in schema:
             if f.name == "next_sentence_labels" and self.sentence_head is None:
                 continue
-            shape = (batch_size,) if f.length == 1 else (batch_size, f.length)
+            squeeze = f.name == "next_sentence_labels" and f.length == 1  # not 1 prediction
+            shape = (batch_size,) if squeeze else (batch_size, f.length)
             out[f.name] = (shape, np.dtype(np.float32 if f.dtype == "float32" else np.int32))
         if self.layout is not None:
             extra = self.layout.extra_shapes(batch_size, max_seq_length, max_predictions_per_seq)

@@ -108,6 +108,12 @@ class Seq2SeqTask:
         per_seq = self.config.weight_flops_per_sequence(self.inputs_length, self.targets_length)
         return 6.0 * per_seq * global_batch_size
 
+    def saved_elements(self, global_batch_size: int) -> float | None:
+        count = getattr(self.config, "saved_elements_per_sequence", None)  # none for the RNN
+        if count is None:
+            return None
+        return count(self.inputs_length, self.targets_length) * global_batch_size
+
     def tokens_per_step(self, global_batch_size: int) -> int:
         return global_batch_size * (self.inputs_length + self.targets_length)
 

@@ -97,6 +97,9 @@ class PretrainingTask:
     def flops_per_step(self, global_batch_size: int) -> float:
         return self.family.pretraining_flops(self, global_batch_size)
 
+    def saved_elements(self, global_batch_size: int) -> float | None:
+        return self.family.pretraining_saved_elements(self, global_batch_size)
+
     def tokens_per_step(self, global_batch_size: int) -> int:
         return global_batch_size * self.max_seq_length
 

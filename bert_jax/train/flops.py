@@ -53,6 +53,20 @@ def electra_flops_per_step(
     return flops + pretraining_flops_per_step(gen, batch, seq_len, predictions, use_nsp=False)
 
 
+def pretraining_saved_elements(
+    cfg: BertConfig, batch: int, seq_len: int, predictions: int
+) -> float:
+    """Activation elements an ideally fused step must keep from the forward pass for the backward
+    pass (each written once, read once): per token and layer the layer's input, q, k and v, the
+    attention context, both norms' inputs, the FFN's input and its pre-activation (d x 8 + f; the
+    activation's output, dropout masks and attention probabilities are recomputed or
+    regenerated), the embeddings' norm input (E); per prediction the head's input,
+    pre-activation and norm input (3 d; the logits never leave a fused cross-entropy)."""
+    d, f, n = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers
+    per_token = n * (8 * d + f) + cfg.embed_dim + (d if cfg.embedding_size is not None else 0)
+    return float(batch * (seq_len * per_token + predictions * 3 * d))
+
+
 _MEASURED: dict[str, float] = {}
 
 

@@ -43,6 +43,7 @@ class TrainSettings:
     batch_warmup_steps: int
     max_nonfinite_steps: int
     seed: int
+    dropout_prng: str
     dtype: str
     log_every_steps: int
     eval_every_steps: int
@@ -88,9 +89,16 @@ def train_settings(config: Any) -> TrainSettings:
     return TrainSettings(**values)
 
 
+DROPOUT_PRNGS = ("auto", "threefry", "rbg", "unsafe_rbg")
+
+
 def _check_recipe(values: dict[str, Any]) -> None:
     """The decay and batch-warmup keys, checked even when the schedule does not read them (a
     typo there would otherwise surface only when the schedule is switched)."""
+    if values["dropout_prng"] not in DROPOUT_PRNGS:
+        raise BertJaxError(
+            f"config.dropout_prng={values['dropout_prng']!r}: use one of {DROPOUT_PRNGS}"
+        )
     if values["decay_shape"] not in DECAY_SHAPES:
         raise BertJaxError(
             f"config.decay_shape={values['decay_shape']!r}: use one of {DECAY_SHAPES}"

@@ -67,6 +67,9 @@ class Trainer:
     seed: int
     # Batch-size warmup: step -> the rows of the global batch that count (None: all of them).
     batch_rows: Callable[[jax.Array], jax.Array] | None = None
+    # threefry, or rbg / unsafe_rbg (XLA's RngBitGenerator draws the masks); auto: unsafe_rbg on
+    # TPU (the hardware generator, as T5X does), threefry elsewhere
+    dropout_prng: str = "auto"
     state_shardings: TrainState = dataclasses.field(init=False)
     batch_shardings: dict[str, NamedSharding] = dataclasses.field(init=False)
 
@@ -236,6 +239,11 @@ class Trainer:
 
     def _train_step(self, state: TrainState, batch: Batch) -> tuple[TrainState, dict]:
         rng = jax.random.fold_in(state.rng, state.step)
+        impl = self.dropout_prng
+        if impl == "auto":
+            impl = "unsafe_rbg" if self.mesh.devices.flat[0].platform == "tpu" else "threefry"
+        if impl != "threefry":  # a key of XLA's generator, seeded from the step's
+            rng = jax.random.wrap_key_data(jax.random.bits(rng, (4,), jnp.uint32), impl=impl)
         rows = None
         if self.batch_rows is not None:  # before the split: microbatches share the denominators
             rows = self.batch_rows(state.step)
@@ -311,6 +319,7 @@ def build_trainer(config: Any, task: Task, mesh: Mesh) -> Trainer:
         grad_accum_steps=accum,
         seed=settings.seed,
         batch_rows=rows,
+        dropout_prng=settings.dropout_prng,
     )
 
 

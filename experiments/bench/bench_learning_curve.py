@@ -18,14 +18,15 @@ documents held out), a 2000-piece WordPiece vocab, create-pretraining-data shard
 Both sides read that file, so on an accelerator (where the input pipeline's packages may be
 missing) `--batches FILE` is all they need.
 
-Recipe (both sides): BERT dropout 0.1, AdamW (b 0.9/0.999, eps 1e-6, weight decay 0.01 except
-LayerNorms and biases), global-norm clip 1.0, peak 1e-3 with linear warmup over 10% of the steps
-and linear decay (ours `schedule=linear`, theirs get_linear_schedule_with_warmup), loss = mean
-masked-LM cross-entropy + mean NSP cross-entropy. Seed s draws our initial weights (the peer gets
-them exported) and each side's dropout; the data order is the same for every seed. float32
-throughout; on a GPU JAX's matmuls run at `--precision highest` (no TF32), as torch's do by
-default. `--dtype bfloat16`: mixed precision on both sides, float32 weights and optimizer state:
-ours with compute dtype bfloat16, the peer's forward (training and evaluation) under
+Recipe (both sides): BERT dropout 0.1 (`--attention_dropout` sets the attention probabilities'),
+AdamW (b 0.9/0.999, eps 1e-6, weight decay 0.01 except LayerNorms and biases), global-norm
+clip 1.0, peak 1e-3 with linear warmup over 10% of the steps and linear decay (ours
+`schedule=linear`, theirs get_linear_schedule_with_warmup), loss = mean masked-LM cross-entropy
++ mean NSP cross-entropy. Seed s draws our initial weights (the peer gets them exported) and each
+side's dropout; the data order is the same for every seed. float32 throughout; on a GPU JAX's
+matmuls run at `--precision highest` (no TF32), as torch's do by default. `--dtype bfloat16`:
+mixed precision on both sides, float32 weights and optimizer state: ours with compute dtype
+bfloat16, the peer's forward (training and evaluation) under
 torch.autocast(bfloat16), PyTorch's usual recipe.
 """
 
@@ -118,11 +119,11 @@ def load(path: pathlib.Path) -> tuple[list[dict], list[dict], dict]:
 
 
 # ---- the two trainers ---------------------------------------------------------------------------
-def _bert_config(size: str, vocab_size: int, dtype: str = "float32"):
+def _bert_config(size: str, vocab_size: int, dtype: str = "float32", attention_dropout=0.1):
     from bert_jax.config import preset
 
     return preset(SIZES[size], vocab_size=vocab_size, max_position_embeddings=512,
-                  hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
+                  hidden_dropout_prob=0.1, attention_probs_dropout_prob=attention_dropout,
                   dtype=dtype)  # fmt: skip
 
 
@@ -145,15 +146,17 @@ def _correct_and_count(logits_BxPxV: np.ndarray, batch: dict) -> tuple[float, fl
     return float(np.sum(hit * w)), float(np.sum(w))
 
 
-def run_ours(size, seed, train, held_out, vocab_size, evals, export_to, dtype="float32"):
-    """Trains ours; writes the initial weights to `export_to` (an HF dir) for the peer."""
+def run_ours(size, seed, train, held_out, vocab_size, evals, export_to, dtype="float32",
+             attention_dropout=0.1):  # fmt: skip
+    """Trains ours; writes the initial weights to `export_to` (an HF dir) for the peer (whose
+    attention dropout is then ours: it reads the exported config)."""
     import jax
 
     from bert_jax.interop import export_hf
     from bert_jax.pretraining.task import PretrainingTask
     from bert_jax.train import build_trainer, make_mesh
 
-    cfg = _bert_config(size, vocab_size, dtype)
+    cfg = _bert_config(size, vocab_size, dtype, attention_dropout)
     config = _train_config(len(train), seed)
     task = PretrainingTask(cfg, BATCH, SEQ, PRED)
     trainer = build_trainer(config, task, make_mesh(config.mesh))
@@ -310,6 +313,8 @@ def main() -> None:
     ap.add_argument("--precision", default="highest", help="jax_default_matmul_precision")
     ap.add_argument("--dtype", default="float32", help="compute dtype: float32 or bfloat16")
     ap.add_argument("--out", default="", help="also write the results as JSON here")
+    ap.add_argument("--attention_dropout", type=float, default=0.1,
+                    help="both sides' dropout on attention probabilities (0: the fused path)")
     ap.add_argument("--report", default="", help="only print the table of these --out files")
     args = ap.parse_args()
     evals = [int(s) for s in args.evals.split(",") if int(s) <= args.steps]
@@ -326,6 +331,7 @@ def main() -> None:
     path = pathlib.Path(args.batches) if args.batches else prepare(pathlib.Path(args.workdir),
                                                                    args.steps)  # fmt: skip
     train, held_out, meta = load(path)
+    meta["attention_dropout"] = args.attention_dropout
     train = train[: args.steps]
     print(f"jax {jax.__version__} on {jax.devices()[0].device_kind}; torch {torch.__version__} "
           f"on {device}; {len(train)} steps of {BATCH} x {SEQ}; {len(held_out)} held-out "
@@ -337,7 +343,7 @@ def main() -> None:
         for seed in (int(s) for s in args.seeds.split(",")):
             with tempfile.TemporaryDirectory() as hf_dir:
                 curve, secs = run_ours(size, seed, train, held_out, meta["vocab_size"], evals,
-                                       hf_dir, args.dtype)  # fmt: skip
+                                       hf_dir, args.dtype, args.attention_dropout)  # fmt: skip
                 results[size]["ours"].append({"seed": seed, "curve": curve, "seconds": secs})
                 peer, psecs = run_peer(hf_dir, seed, train, held_out, evals, device,
                                        args.dtype == "bfloat16")  # fmt: skip

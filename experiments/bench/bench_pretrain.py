@@ -32,23 +32,27 @@ import numpy as np
 VOCAB, PRED = 30522, 20
 
 
-def _batch(seq: int, batch: int, seed: int = 0) -> dict[str, np.ndarray]:
+def _batch(seq: int, batch: int, seed: int = 0, pred: int = PRED) -> dict[str, np.ndarray]:
     rs = np.random.RandomState(seed)
     ids = rs.randint(1000, VOCAB, size=(batch, seq)).astype(np.int32)
-    pos = np.stack([np.sort(rs.choice(np.arange(1, seq), PRED, replace=False))
+    pos = np.stack([np.sort(rs.choice(np.arange(1, seq), pred, replace=False))
                     for _ in range(batch)]).astype(np.int32)  # fmt: skip
     return {
         "input_ids": ids, "input_mask": np.ones((batch, seq), np.int32),
         "segment_ids": (np.arange(seq)[None] >= seq // 2).astype(np.int32).repeat(batch, 0),
         "masked_lm_positions": pos, "masked_lm_ids": np.take_along_axis(ids, pos, 1),
-        "masked_lm_weights": np.ones((batch, PRED), np.float32),
+        "masked_lm_weights": np.ones((batch, pred), np.float32),
         "example_mask": np.ones((batch,), np.float32),
         "next_sentence_labels": rs.randint(0, 2, size=(batch,)).astype(np.int32),
     }  # fmt: skip
 
 
 class Ours:
-    def __init__(self, preset_name: str, seq: int, dtype: str, batch: int, **overrides) -> None:
+    """Our train step on synthetic batches. `train`: training keys over the defaults (e.g.
+    dropout_prng); `pred`: masked positions per sequence; the rest: model config overrides."""
+
+    def __init__(self, preset_name: str, seq: int, dtype: str, batch: int,
+                 train: dict | None = None, pred: int = PRED, **overrides) -> None:  # fmt: skip
         import jax
         import ml_collections
 
@@ -57,16 +61,17 @@ class Ours:
         from bert_jax.train import build_trainer, make_mesh
 
         cfg = preset(preset_name, vocab_size=VOCAB, dtype=dtype, **overrides)
-        task = PretrainingTask(cfg, batch, seq, PRED)
+        self.task = PretrainingTask(cfg, batch, seq, pred)
         config = ml_collections.ConfigDict(
             dict(
-                optimizer="adamw", learning_rate=1e-4, train_steps=10_000, warmup_steps=100, seed=0
+                optimizer="adamw", learning_rate=1e-4, train_steps=10_000, warmup_steps=100,
+                seed=0, **(train or {}),
             )
-        )
+        )  # fmt: skip
         mesh_cfg = ml_collections.ConfigDict(dict(data=-1, fsdp=1, tensor=1))
-        self.trainer = build_trainer(config, task, make_mesh(mesh_cfg, jax.devices()[:1]))
+        self.trainer = build_trainer(config, self.task, make_mesh(mesh_cfg, jax.devices()[:1]))
         self.state = self.trainer.init_state()
-        b = _batch(seq, batch)
+        b = _batch(seq, batch, pred=pred)
         self.batch = {k: jax.device_put(b[k], self.trainer.batch_shardings[k])
                       for k in self.trainer.batch_shardings}  # fmt: skip
         self.flops = self.trainer.flops_per_step

@@ -73,7 +73,7 @@ class ModernBertConfig:
             (self.remat_policy in REMAT_POLICIES, "remat_policy", f"use one of {REMAT_POLICIES}"),
             (self.attention_implementation in ATTENTION_IMPLEMENTATIONS,
              "attention_implementation", f"use one of {ATTENTION_IMPLEMENTATIONS}"),
-            (self.attention_implementation == "xla" or not self.attention_dropout,
+            (self.attention_implementation in ("xla", "auto") or not self.attention_dropout,
              "attention_implementation", "the fused kernels keep no probabilities to drop: "
              "set attention_dropout to 0 or use xla"),
         )  # fmt: skip

@@ -81,3 +81,14 @@ def flops_per_step(cfg: ModernBertConfig, batch: int, seq_len: int, predictions:
     d, v = cfg.hidden_size, cfg.vocab_size
     head = 3.0 * 2.0 * (d * d + d * v)
     return batch * (seq_len * flops_per_token(cfg, seq_len) + predictions * head)
+
+
+def saved_elements(cfg: ModernBertConfig, batch: int, seq_len: int, predictions: int) -> float:
+    """Activation elements an ideally fused step keeps for its backward pass: per token and layer
+    the layer's input, both norms' outputs, q, k, v, the attention context, the residual sum
+    (d x 8) and the GeGLU's projection (2 f; its product is recomputed); the embeddings' and the
+    final norm's inputs (2 d); per prediction the head's input, pre-activation and norm input
+    (3 d; the logits never leave a fused cross-entropy)."""
+    d, f = cfg.hidden_size, cfg.intermediate_size
+    per_token = cfg.num_hidden_layers * (8 * d + 2 * f) + 2 * d
+    return float(batch * (seq_len * per_token + predictions * 3 * d))

@@ -94,6 +94,20 @@ class Seq2SeqConfig:
         dec += self.d_model * self.vocab_size
         return float(enc * inputs_length + dec * targets_length)
 
+    def saved_elements_per_sequence(self, inputs_length: int, targets_length: int) -> float:
+        """Activation elements an ideally fused step keeps for its backward pass (pre-norm
+        layers): per encoder token and layer the input, both norms' outputs and the residual sum
+        (4 d), q, k, v and the context (4 h k), the FFN's projection (f, 2 f gated); per target
+        token and decoder layer 6 d, self and cross q/k/v/context (6 h k) and the FFN; per
+        input token and decoder layer the cross-attention's keys and values (2 h k); the final
+        norms' inputs (d a token; the logits never leave a fused cross-entropy)."""
+        d, a = self.d_model, self.inner_dim
+        ff = self.d_ff * (2 if self.gated else 1)
+        enc = self.num_layers * (4 * d + 4 * a + ff) + d
+        dec = self.num_decoder_layers * (6 * d + 6 * a + ff) + d
+        cross = self.num_decoder_layers * 2 * a
+        return float(inputs_length * (enc + cross) + targets_length * dec)
+
     def replace(self, **changes: Any) -> Seq2SeqConfig:
         return dataclasses.replace(self, **changes)
 

@@ -1,0 +1,140 @@
+"""The roofline of a compiled train step on a TPU slice, without the TPU: XLA's FLOPs and bytes
+per device (`cost_analysis()`), the chip's peak and HBM bandwidth, and the bytes an ideally fused
+step cannot avoid moving.
+
+    roofline = step_roofline(report, trainer, tpu, "bfloat16")
+    print(format_roofline(roofline))
+
+A step takes at least max(FLOPs / peak, bytes / bandwidth); the model FLOPs done in that time
+bound its MFU. The analytic minimum counts, per device: the optimizer update reading the
+parameters, both Adam moments and the gradients and writing the first three back; the gradients
+written once; the weights read twice (forward, backward) in the compute dtype; the activations
+the backward pass needs, written once and read once (the architecture's own count:
+`saved_elements`). It leaves out what a good compiler can avoid (logits that stay inside a fused
+cross-entropy, dropout masks regenerated from their seed, attention probabilities recomputed as
+flash attention does), so XLA's bytes over it say how far the step is from ideal fusion.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import jax
+import numpy as np
+
+from bert_jax.aot.fit import CompileReport
+
+
+@dataclasses.dataclass(frozen=True)
+class Roofline:
+    peak_flops: float  # per device
+    bandwidth: float  # HBM bytes/s per device
+    xla_flops: float  # per device
+    xla_bytes: float  # per device
+    model_flops: float  # per device
+    minimum: dict[str, float]  # part -> bytes per device; empty when there is no formula
+
+    @property
+    def arithmetic_s(self) -> float:
+        return self.xla_flops / self.peak_flops
+
+    @property
+    def memory_s(self) -> float:
+        return self.xla_bytes / self.bandwidth
+
+    @property
+    def mfu_bound(self) -> float:
+        """The model FLOPs over what the chip could do in the compiled step's roofline time."""
+        return self.model_flops / self.peak_flops / max(self.arithmetic_s, self.memory_s)
+
+    @property
+    def minimum_bytes(self) -> float | None:
+        return sum(self.minimum.values()) if self.minimum else None
+
+    @property
+    def bytes_over_minimum(self) -> float | None:
+        low = self.minimum_bytes
+        return self.xla_bytes / low if low else None
+
+    @property
+    def ideal_mfu_bound(self) -> float | None:
+        """The bound with the model's FLOPs and only the minimum bytes."""
+        low = self.minimum_bytes
+        if not low:
+            return None
+        compute_s = self.model_flops / self.peak_flops
+        return compute_s / max(compute_s, low / self.bandwidth)
+
+
+def _device_bytes(tree: Any) -> float:
+    """Bytes one device holds of a tree of sharded ShapeDtypeStructs."""
+    total = 0.0
+    for leaf in jax.tree.leaves(tree):
+        shape = leaf.sharding.shard_shape(leaf.shape) if leaf.sharding is not None else leaf.shape
+        total += math.prod(shape) * np.dtype(leaf.dtype).itemsize
+    return total
+
+
+def minimum_bytes(trainer: Any, compute_dtype: str, global_batch_size: int) -> dict[str, float]:
+    """The analytic minimum's parts, per device (empty when the task has no activation count)."""
+    count = getattr(trainer.task, "saved_elements", None)
+    saved = count(global_batch_size) if count is not None else None
+    if saved is None:
+        return {}
+    state = trainer.abstract_state()
+    mesh = dict(trainer.mesh.shape)
+    itemsize = np.dtype(compute_dtype).itemsize
+    params_dev, moments_dev = _device_bytes(state.params), _device_bytes(state.opt_state)
+    param_elems = sum(math.prod(p.shape) for p in jax.tree.leaves(state.params))
+    replicas = mesh.get("data", 1) * mesh.get("fsdp", 1)  # the batch is split over these
+    return {
+        "optimizer update": 2 * (params_dev + moments_dev) + params_dev,
+        "gradients written": params_dev,
+        "weights read (forward, backward)": 2 * param_elems * itemsize / mesh.get("tensor", 1),
+        "activations kept for the backward": 2 * saved * itemsize / replicas,
+    }
+
+
+def step_roofline(
+    report: CompileReport, trainer: Any, tpu: Any, compute_dtype: str, global_batch_size: int
+) -> Roofline | None:
+    """The roofline of a compiled step; None when XLA gave no FLOPs or bytes, the chip's
+    bandwidth is unknown, or the step has loops (XLA counts a loop body once)."""
+    chip = tpu.generation.chip
+    bandwidth = chip.hbm_bandwidth_per_device
+    if report.loops_in_step or bandwidth is None:
+        return None
+    if not report.xla_flops_per_device or not report.xla_bytes_per_device:
+        return None
+    return Roofline(
+        peak_flops=chip.peak_flops_per_device,
+        bandwidth=bandwidth,
+        xla_flops=report.xla_flops_per_device,
+        xla_bytes=report.xla_bytes_per_device,
+        model_flops=(report.model_flops_per_step or 0.0) / report.num_devices,
+        minimum=minimum_bytes(trainer, compute_dtype, global_batch_size),
+    )
+
+
+def format_roofline(r: Roofline, chip_label: str = "") -> str:
+    bound = "memory" if r.memory_s > r.arithmetic_s else "compute"
+    lines = [
+        f"roofline per device{f' ({chip_label})' if chip_label else ''}: peak "
+        f"{r.peak_flops / 1e12:.0f} TFLOP/s, HBM {r.bandwidth / 1e9:.0f} GB/s",
+        f"  XLA FLOPs {r.xla_flops:.3g} ({1e3 * r.arithmetic_s:.2f} ms at peak), XLA bytes "
+        f"{r.xla_bytes:.3g} ({1e3 * r.memory_s:.2f} ms at full bandwidth): {bound}-bound",
+        f"  model FLOPs {r.model_flops:.3g}: MFU bound {100 * r.mfu_bound:.1f}% for this "
+        "compiled step",
+    ]
+    if r.minimum:
+        parts = ", ".join(f"{k} {v:.3g}" for k, v in r.minimum.items())
+        lines += [
+            f"  analytic minimum bytes {r.minimum_bytes:.3g} ({parts})",
+            f"  XLA's bytes / minimum: {r.bytes_over_minimum:.2f}x; at the minimum the MFU "
+            f"bound would be {100 * r.ideal_mfu_bound:.1f}%",
+        ]
+    else:
+        lines.append("  analytic minimum bytes: no activation count for this model")
+    return "\n".join(lines)
