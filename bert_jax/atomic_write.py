@@ -117,6 +117,14 @@ def read_json(path: str | os.PathLike, missing: str) -> Any:
         raise BertJaxError(f"{path}: not valid JSON ({e})") from None
 
 
+def read_json_object(path: str | os.PathLike, missing: str) -> dict[str, Any]:
+    """`read_json` of a file that must hold one JSON object (a config.json, a stats.json)."""
+    raw = read_json(path, missing)
+    if not isinstance(raw, dict):
+        raise BertJaxError(f"{path}: expected a JSON object {{...}}, found a {type(raw).__name__}")
+    return raw
+
+
 def check_writable_dir(path: str | os.PathLike, flag: str, *, leave_no_trace: bool = False) -> None:
     """Create `path` (a directory) and write and delete a probe file in it, so an unwritable
     output location fails in one line naming `flag` before any work, not after it. With

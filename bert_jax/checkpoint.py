@@ -29,7 +29,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 from etils import epath
 
-from bert_jax.atomic_write import read_json
+from bert_jax.atomic_write import read_json_object
 from bert_jax.checkpoint_input import InputRestore, InputSave, InputStateHandler
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
@@ -290,7 +290,7 @@ class Checkpointer:
 
 def read_workdir_config(workdir: str | os.PathLike) -> dict:
     path = epath.Path(workdir) / "config.json"
-    return read_json(path, f"{path}: no config.json; is {workdir} a bert-jax workdir?")
+    return read_json_object(path, f"{path}: no config.json; is {workdir} a bert-jax workdir?")
 
 
 def restore_params(workdir: str | os.PathLike, step: int | None = None) -> tuple[BertConfig, dict]:

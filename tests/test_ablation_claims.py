@@ -133,3 +133,7 @@ def test_report_writes_the_claims_into_the_json_and_the_markdown(tmp_path):
     (tmp_path / "other.json").write_text('{"model": "bert"}')
     with pytest.raises(BertJaxError, match=r"other.json: not a table"):
         report.rerender(str(tmp_path / "other.json"))
+    # A rows file cut short (a copy that stopped) is named, not a BadZipFile traceback.
+    (tmp_path / "nsp_sop.rows.npz").write_bytes(b"PK\x03\x04 cut short")
+    with pytest.raises(BertJaxError, match=r"nsp_sop.rows.npz: not a readable rows file"):
+        report.rerender(str(tmp_path / "nsp_sop.json"))

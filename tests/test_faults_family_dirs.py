@@ -206,3 +206,27 @@ def test_ner_and_swag_files_that_are_not_utf8_name_the_line(tmp_path):
                     b"gold,x,y,z,w,1\n")  # fmt: skip
     with pytest.raises(BertJaxError, match=rf"^{csv}: line 3: not UTF-8 \(byte 0xe9"):
         swag.read_swag(str(csv))
+
+
+@pytest.mark.parametrize("content", ["[1, 2]", '"bert"'])
+def test_config_json_that_is_not_an_object_is_one_line(tmp_path, content, uncased_vocab):
+    """A config.json holding a list (or a string) is named with what was expected, by the shared
+    family lookup every command starts with and by the readers behind it (before: an
+    AttributeError traceback from `.get`)."""
+    from bert_jax import families
+    from bert_jax.atomic_write import read_json_object
+    from bert_jax.runs.export import convert_any
+
+    (tmp_path / "config.json").write_text(content)
+    shutil.copy(uncased_vocab, tmp_path / "vocab.txt")
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    save_file({"x": np.zeros(2, np.float32)}, str(tmp_path / "model.safetensors"))
+    found = type(json.loads(content)).__name__
+    for call in (lambda: families.for_checkpoint(tmp_path),
+                 lambda: load_encoder(str(tmp_path)),
+                 lambda: convert_any(str(tmp_path), str(tmp_path / "out")),
+                 lambda: read_json_object(tmp_path / "config.json", "missing")):  # fmt: skip
+        with pytest.raises(BertJaxError, match=f"expected a JSON object .*found a {found}"):
+            call()

@@ -185,6 +185,11 @@ def test_packing_refused_where_the_model_reads_no_packed_rows(tmp_path, uncased_
         _write(tmp_path, uncased_vocab, "ltr", SLOTS, objective="ltr")
     with pytest.raises(BertJaxError, match=r"--pack_sequences=0: must be >= 1"):
         _write(tmp_path, uncased_vocab, "zero", 0)
+    # Before: 100000 slots at 64 tokens wrote a 322 MB shard of empty slots, with no warning.
+    too_many = r"--pack_sequences=100000: a row of --max_seq_length=64 tokens holds at most 21 "
+    with pytest.raises(BertJaxError, match=too_many):
+        _write(tmp_path, uncased_vocab, "huge", 100000)
+    assert not (tmp_path / "huge").exists()  # refused before anything is written
     with pytest.raises(BertJaxError, match=r"pack_sequences=4: objective electra does not train "
                                            r"on packed rows \(packable: mlm_nsp, "):  # fmt: skip
         from bert_jax.config import preset

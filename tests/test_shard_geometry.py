@@ -55,6 +55,17 @@ def test_mismatched_run_is_refused_naming_the_flags(shards, uncased_vocab):
     assert not (workdir / "config.json").exists() and not (workdir / "checkpoints").exists()
 
 
+@pytest.mark.parametrize("key", ["pack_sequences", "max_seq_length"])
+def test_a_geometry_below_one_is_refused_without_a_rewrite_to_suggest(shards, key):
+    """Before: `config.pack_sequences=0` on unpacked shards suggested rewriting them with
+    create-pretraining-data --pack_sequences=0, which that command refuses."""
+    config = pretrain_cpu.get_config()
+    config.train_files = str(shards / "shard-*")
+    config[key] = 0
+    with pytest.raises(BertJaxError, match=f"^config.{key}=0: must be >= 1$"):
+        check_shard_geometry(config)
+
+
 def test_shards_without_stats_are_not_judged(shards, tmp_path):
     (tmp_path / "a.tfrecord").write_bytes(next(shards.glob("shard-*")).read_bytes())
     config = pretrain_cpu.get_config()
@@ -79,3 +90,21 @@ def test_shards_without_stats_name_the_flag_at_the_first_record(shards, tmp_path
     with pytest.raises(BertJaxError, match=r"10: add --config.max_predictions_per_seq=20,"):
         check_files([str(path)], mlm_nsp.shard_schema(128, 10, True), False)
     check_files([str(path)], mlm_nsp.shard_schema(128, 20, True), False)  # the named fix
+
+
+def test_default_vocab_size_over_shards_of_a_smaller_vocab_is_refused(tmp_path, uncased_vocab):
+    """Before: no config.vocab_file over shards of a 3000-token vocab built a 30522-row model."""
+    from bert_jax.pretraining.task import bert_config_from
+
+    small = tmp_path / "vocab.txt"
+    small.write_text("".join(uncased_vocab.read_text().splitlines(keepends=True)[:3000]))
+    create_pretraining_data("embedded:10", str(tmp_path / "s"), str(small), dupe_factor=1)
+    config = pretrain_cpu.get_config()
+    config.max_seq_length, config.max_predictions_per_seq = 128, 20
+    config.train_files, config.vocab_file = str(tmp_path / "s" / "shard-*"), ""
+    with pytest.raises(BertJaxError, match=rf"3000-token vocab.*--config.vocab_file={small}$"):
+        bert_config_from(config)
+    config.vocab_size = 3072  # a size set on purpose (padded) is the user's
+    assert bert_config_from(config).vocab_size == 3072
+    config.vocab_file = str(small)  # the fix the error names
+    assert bert_config_from(config).vocab_size == 3000

@@ -338,3 +338,19 @@ def test_token_and_span_students_learn_from_the_cache(teachers, tmp_path, family
     logged = [json.loads(x) for x in lines]
     soft = [r["distill_loss"] for r in logged if "distill_loss" in r]
     assert np.isfinite(soft).all() and soft[-1] < soft[0]
+
+
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        (dict(num_workers=0), "--num_workers=0: must be >= 1"),
+        (dict(max_transfer_examples=-3), "--max_transfer_examples=-3: must be >= 0"),
+    ],
+)
+def test_distill_data_counts_refused_before_the_teacher_is_read(kw, message, tmp_path):
+    """Both before any file is read (the teacher path does not exist). Before: num_workers=0 blamed
+    --worker_index, and max_transfer_examples=-3 kept all but the last 3 rows."""
+    from bert_jax.errors import BertJaxError
+
+    with pytest.raises(BertJaxError, match=message):
+        labelling.label(_cfg("glue"), str(tmp_path / "no-teacher"), str(tmp_path / "out"), **kw)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import zipfile
 
 import numpy as np
 from etils import epath
@@ -76,9 +77,16 @@ class Evidence:
                 f"{path}: no such file: a table's per-example rows are saved beside its json "
                 "since 2026-11-28; older reports have none"
             )
-        with np.load(io.BytesIO(path.read_bytes())) as npz:
-            index = json.loads(str(npz["index"]))
-            arrays = [npz[f"a{i}"] for i in range(len(index))]
+        try:
+            with np.load(io.BytesIO(path.read_bytes())) as npz:
+                index = json.loads(str(npz["index"]))
+                arrays = [npz[f"a{i}"] for i in range(len(index))]
+        except (zipfile.BadZipFile, KeyError, ValueError, EOFError, OSError) as e:
+            raise BertJaxError(
+                f"{path}: not a readable rows file ({type(e).__name__}: {e}); it is written "
+                "whole or not at all, so it was cut or changed after: copy it again from where "
+                "the table was run"
+            ) from None
         out = cls({}, {}, {})
         for entry, rows in zip(index, arrays, strict=True):
             if "constant" in entry:

@@ -82,6 +82,13 @@ def check_config(cfg: InstanceConfig, dupe_factor: int) -> None:
             "[0, 1] and their sum at most 1 (the rest of the selected tokens stay unchanged)"
         )
     objectives.check_pack_sequences(cfg.objective, cfg.pack_sequences, "--pack_sequences")
+    most = cfg.max_seq_length // 3  # an instance holds [CLS], a token and [SEP] at the least
+    if cfg.pack_sequences > most:  # slots no row can fill: per-slot arrays in every record
+        raise BertJaxError(
+            f"--pack_sequences={cfg.pack_sequences}: a row of --max_seq_length="
+            f"{cfg.max_seq_length} tokens holds at most {most} instances (3 tokens each at the "
+            f"least); use --pack_sequences={most} or fewer"
+        )
     wanted = round(cfg.max_seq_length * cfg.masked_lm_prob)
     if not cfg.dynamic_masking and cfg.max_predictions_per_seq < wanted:
         log.warning(

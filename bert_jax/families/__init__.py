@@ -75,8 +75,10 @@ def for_checkpoint(path: str | os.PathLike) -> Architecture | None:
         raw = json.loads(config.read_text()) if config.exists() else {}
     except (OSError, ValueError):
         return None
-    if not isinstance(raw, dict):
-        return None
+    if not isinstance(raw, dict):  # every reader after this one would fail less clearly
+        raise BertJaxError(
+            f"{config}: expected a JSON object {{...}}, found a {type(raw).__name__}"
+        )
     model_type = raw.get("model_type")
     if model_type in VARIANTS:  # bert, roberta, albert, distilbert, electra
         return get(VARIANTS[model_type].architecture)

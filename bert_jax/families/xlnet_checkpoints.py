@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import numpy as np
 from etils import epath
 
-from bert_jax.atomic_write import read_json, write_bytes_atomic, write_json_atomic
+from bert_jax.atomic_write import read_json_object, write_bytes_atomic, write_json_atomic
 from bert_jax.checkpoint import read_workdir_config
 from bert_jax.errors import BertJaxError
 from bert_jax.interop.hf import _open_weights
@@ -83,7 +83,7 @@ def read_xlnet_dir(path: str | os.PathLike, **runtime) -> tuple[XLNetConfig, dic
     if (path / "checkpoints").is_dir():
         return _read_xlnet_workdir(path, **runtime)
     config_file = path / "config.json"
-    raw = read_json(config_file, f"{path}: no config.json next to the safetensors weights")
+    raw = read_json_object(config_file, f"{path}: no config.json next to the safetensors weights")
     cfg = XLNetConfig.from_hf(raw, str(config_file), **runtime)
     source, shapes, read = _open_weights(path)
     prefix = "transformer." if "transformer.word_embedding.weight" in shapes else ""

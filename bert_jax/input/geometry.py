@@ -163,6 +163,9 @@ def with_shard_geometry(config: Any) -> Any:
 
 def check_shard_geometry(config: Any) -> None:
     """Raise naming the flags when the run's geometry is not the shards'."""
+    for k in GEOMETRY:  # before comparing: a rewrite with a value below 1 is no fix to offer
+        if config.get(k) is not None and int(config.get(k)) < 1:
+            raise BertJaxError(f"config.{k}={config.get(k)}: must be >= 1")
     masking = objectives.get(config.objective).masking if config.get("objective") else True
     for key, path, settings in run_shard_settings(config):
         checked = GEOMETRY

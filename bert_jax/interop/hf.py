@@ -10,7 +10,12 @@ from collections.abc import Callable
 import numpy as np
 from etils import epath
 
-from bert_jax.atomic_write import is_local, read_json, write_bytes_atomic, write_json_atomic
+from bert_jax.atomic_write import (
+    is_local,
+    read_json_object,
+    write_bytes_atomic,
+    write_json_atomic,
+)
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
 from bert_jax.interop import hf_configs
@@ -84,7 +89,9 @@ def read_hf_dir(
     source, shapes, read_tensor = _open_weights(path)
     config_file = path / "config.json"
     if config is None:
-        raw = read_json(config_file, f"{path}: no config.json next to the safetensors weights")
+        raw = read_json_object(
+            config_file, f"{path}: no config.json next to the safetensors weights"
+        )
         config = hf_configs.config_from_hf(raw, str(config_file))
     naming = hf_family(config.family)
     base = naming.prefix + "."  # a bare base model (BertModel, ...) saves its names without it

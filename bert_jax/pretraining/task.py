@@ -22,11 +22,14 @@ from bert_jax import families, objectives
 from bert_jax.config import BertConfig, preset
 from bert_jax.errors import BertJaxError
 from bert_jax.input import EvalInput, PretrainInput
+from bert_jax.input.geometry import shard_settings
 from bert_jax.model.electra import DEFAULT_GENERATOR_SIZE
 from bert_jax.model.families import get_family
 from bert_jax.objectives.masking import MaskingSpec
 from bert_jax.tokenization.vocab import load_vocab
 from bert_jax.train.task import Batch, Metrics
+
+BERT_VOCAB_SIZE = 30522  # the training config's default vocab_size (bert_jax.train.config)
 
 
 @dataclasses.dataclass
@@ -223,9 +226,29 @@ def _require_geometry(config: Any) -> None:
             )
 
 
+def _check_default_vocab_size(config: Any, vocab_size: int) -> None:
+    """Without a vocab_file the table takes config.vocab_size; left at BERT's 30522 over shards
+    whose stats.json names another vocab, that is a model no vocab fits (a larger size set on
+    purpose, e.g. padded, stays allowed)."""
+    found = shard_settings(config.train_files) if config.get("train_files") else None
+    if found is None or vocab_size != BERT_VOCAB_SIZE:
+        return
+    stats, settings = found
+    saved = settings.get("vocab_size")
+    if saved is not None and int(saved) != vocab_size:
+        fix = settings.get("vocab_file") or "VOCAB (the vocab the shards were written with)"
+        raise BertJaxError(
+            f"{stats}: the shards were written with a {saved}-token vocab, and without "
+            f"config.vocab_file the model would have BERT's {vocab_size} rows: add "
+            f"--config.vocab_file={fix}"
+        )
+
+
 def bert_config_from(config: Any) -> BertConfig:
     _require_geometry(config)
     vocab_size = int(config.vocab_size)
+    if not config.get("vocab_file"):
+        _check_default_vocab_size(config, vocab_size)
     if config.get("vocab_file"):
         # Ids are line numbers: a repeated token keeps its last id, so the table needs the highest
         # id + 1 rows, not len(vocab) (which would leave the last ids outside it).

@@ -101,6 +101,12 @@ def label(
     check_renamed_keys(cfg)  # an old config's `family` is refused naming task_family
     if examples_per_shard < 1:
         raise BertJaxError(f"--examples_per_shard={examples_per_shard}: must be >= 1")
+    if num_workers < 1:
+        raise BertJaxError(f"--num_workers={num_workers}: must be >= 1")
+    if max_transfer_examples < 0:  # a slice with it would keep all but the last rows
+        raise BertJaxError(
+            f"--max_transfer_examples={max_transfer_examples}: must be >= 0 (0 = all rows)"
+        )
     if not 0 <= worker_index < num_workers:
         raise BertJaxError(f"--worker_index={worker_index}: must be in [0, {num_workers})")
     if pairing not in transfer.PAIRINGS:

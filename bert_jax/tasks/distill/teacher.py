@@ -14,7 +14,7 @@ import hashlib
 import numpy as np
 from etils import epath
 
-from bert_jax.atomic_write import read_json
+from bert_jax.atomic_write import read_json_object
 from bert_jax.checkpoint import read_workdir_config, restore_params
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
@@ -132,7 +132,8 @@ def _hf_head(path: epath.Path, arch: str, family: str, config: BertConfig) -> di
 
 
 def _from_hf(path: epath.Path) -> Teacher:
-    raw = read_json(path / "config.json", f"{path}: no config.json (not a Hugging Face model)")
+    missing = f"{path}: no config.json (not a Hugging Face model)"
+    raw = read_json_object(path / "config.json", missing)
     archs = raw.get("architectures") or []
     family = next((f for suffix, f in _HF_HEADS.items() for a in archs if a.endswith(suffix)), "")
     if not family:
