@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import signal
 import sys
 
 from bert_jax import config_files, quiet
@@ -52,6 +53,19 @@ def _show_causes(e: BaseException) -> None:
         e = e.__cause__ or e.__context__
 
 
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _interrupt_on_sigint() -> None:
+    """Ctrl-C raises KeyboardInterrupt wherever the main thread is. Python's own handler does
+    too, but asyncio.run (Orbax saves a checkpoint through it) replaces that one handler while
+    it runs with one that cancels its task, and a task that finishes anyway loses the interrupt:
+    an ablation went on to the end. A handler of our own is left alone by asyncio."""
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not SIG_IGN (nohup)
+        signal.signal(signal.SIGINT, _raise_interrupt)
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv if argv is None else argv)
     if len(argv) < 2 or argv[1] in ("-h", "--help", "help"):
@@ -84,6 +98,7 @@ def main(argv: list[str] | None = None) -> None:
     def run(absl_argv: list[str]) -> None:
         started.append(True)
         quiet.quiet_logs(rest)
+        _interrupt_on_sigint()
         if not verbose:
             from bert_jax import save_noise
 
@@ -96,6 +111,12 @@ def main(argv: list[str] | None = None) -> None:
                 raise
             print(f"bert-jax: error: {e}", file=sys.stderr)
             sys.exit(2)
+        except KeyboardInterrupt:  # Ctrl-C: every output is written whole or not at all
+            if verbose:
+                raise
+            print(f"bert-jax: {name} interrupted (SIGINT); what it finished is kept: rerun the "
+                  "same command to go on", file=sys.stderr)  # fmt: skip
+            sys.exit(130)
 
     def parse_flags(absl_argv: list[str]) -> list[str]:
         from absl import flags

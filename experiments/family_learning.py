@@ -73,6 +73,7 @@ def prepare_data(root: pathlib.Path, family: str, corpus_bytes: int, vocab_size:
 
 def config_for(family: str, data: dict, steps: int, workdir: pathlib.Path) -> Any:
     from bert_jax.configs import albert, roberta
+    from bert_jax.input.geometry import with_shard_geometry
 
     c = {"roberta": roberta, "albert": albert}[family].get_config("cpu")
     c.train_files, c.eval_files, c.vocab_file = data["train"], data["eval"], data["vocab"]
@@ -80,7 +81,7 @@ def config_for(family: str, data: dict, steps: int, workdir: pathlib.Path) -> An
     c.warmup_steps = min(c.warmup_steps, steps // 10)
     c.eval_every_steps = c.checkpoint_every_steps = steps
     c.max_eval_steps = 10**6  # every held-out example
-    return c
+    return with_shard_geometry(c)  # the `cpu` presets take the shards' max_seq_length etc.
 
 
 def baselines(config: Any) -> dict[str, float]:

@@ -192,8 +192,14 @@ def test_quick_run_of_every_table_is_complete_and_resumable(tmp_path, monkeypatc
             assert d["diff"] == pytest.approx(row[kind]["median"] - base["best_constant"])
     md = (tmp_path / "5.md").read_text()
     assert "| best constant (dev) |" in md and "Each arm minus the best constant" in md
-    # Some columns only (--only_tasks): their runs are reused, the md names the others.
+    # Some columns only (--only_tasks): never over a table holding other columns, which it would
+    # replace (refused before any run); beside it, their runs are reused, the md names the others.
     messages.clear()
+    with pytest.raises(BertJaxError, match=r"holds table 5's sst2, mrpc, squad too, which"):
+        ablate("5", scale, str(tmp_path), progress=messages.append, only_tasks=("conll",))
+    assert not messages
+    for name in ("5.json", "5.md", "5.rows.npz"):
+        (tmp_path / name).rename(tmp_path / f"full-{name}")
     one = ablate("5", scale, str(tmp_path), progress=messages.append, only_tasks=("conll",))
     assert not any(m.startswith(("pretraining", "to do:")) for m in messages)
     assert one["tasks_left_out"] == ["sst2", "mrpc", "squad"]

@@ -7,6 +7,7 @@ of scoring the paper's claims. Nothing here trains: the sweep runs against a sta
 from __future__ import annotations
 
 import json
+import pathlib
 
 import numpy as np
 import pytest
@@ -152,3 +153,107 @@ def test_the_command_line_reaches_each_scale_field():
     assert s.sizes == ((1, 64, 2),) and s.pretrain_seeds == 3 and s.dtype == "bfloat16"
     with pytest.raises(BertJaxError, match="--pretrain_seeds=-1: must be positive"):
         scale_for("cpu", pretrain_seeds=-1)
+
+
+def _stand_in_sweep(monkeypatch, workdir, table: str = "5", only_tasks=()) -> dict:
+    monkeypatch.setattr(run, "Harness", _StandIn)
+    monkeypatch.setattr(run, "_share_compiled_steps", lambda workdir: None)
+    workdir.mkdir(exist_ok=True)
+    return run.ablate(table, scale_for("cpu"), str(workdir), progress=print, only_tasks=only_tasks)
+
+
+def test_rerender_refuses_rows_that_are_not_the_tables(tmp_path, monkeypatch):
+    """Was: rc 0, the finished table rewritten from another table's rows.npz found beside it.
+    The rows carry the table, scale, arms and tasks and a digest of the scores they were
+    written with; rows of another table, of other tasks or of another run are refused by name,
+    and the json and md are left as they were."""
+    from bert_jax.ablations import report
+    from bert_jax.ablations.evidence import Evidence
+
+    _stand_in_sweep(monkeypatch, tmp_path / "a")
+    _stand_in_sweep(monkeypatch, tmp_path / "fig5", "fig5")
+    _stand_in_sweep(monkeypatch, tmp_path / "sst2", only_tasks=("sst2",))
+    doc, rows = tmp_path / "a" / "5.json", tmp_path / "a" / "5.rows.npz"
+    own = rows.read_bytes()
+    written = {p: p.read_bytes() for p in (doc, tmp_path / "a" / "5.md")}
+    report.rerender(str(doc))  # its own rows: rewritten, the same
+    assert {p: p.read_bytes() for p in written} == written
+    for source, why in (
+        (tmp_path / "fig5" / "fig5.rows.npz", "the rows of table fig5 .cpu scale., not of table 5"),
+        (tmp_path / "sst2" / "5.rows.npz", r"table 5's rows of sst2, not of sst2, mrpc, conll"),
+    ):
+        rows.write_bytes(source.read_bytes())
+        with pytest.raises(BertJaxError, match=rf"^{rows}: {why}.*: put the 5.rows.npz written "):
+            report.rerender(str(doc))
+        assert {p: p.read_bytes() for p in written} == written
+    # Another run of the same table and tasks (other scores): refused by the scores' digest.
+    rows.write_bytes(own)
+    evidence = Evidence.load(rows)
+    evidence.identity["arms_sha256"] = "0" * 64
+    evidence.save(rows)
+    with pytest.raises(BertJaxError, match=rf"^{rows}: the rows of another run of table 5"):
+        report.rerender(str(doc))
+    # Rows written before they carried their identity are judged by what they hold.
+    evidence.identity = None
+    evidence.save(rows)
+    report.rerender(str(doc))
+    assert {p: p.read_bytes() for p in written} == written
+    for old in (Evidence.load(tmp_path / "fig5" / "fig5.rows.npz"),
+                Evidence.load(tmp_path / "sst2" / "5.rows.npz")):  # fmt: skip
+        old.identity = None
+        old.save(rows)
+        with pytest.raises(BertJaxError, match=rf"^{rows}: rows .*not {doc}'s"):
+            report.rerender(str(doc))
+
+
+def test_committed_rows_without_identity_rerender_byte_identically(tmp_path):
+    """The calibration report in results/ was saved before rows carried their identity: its
+    rerender reproduces its json exactly."""
+    from bert_jax.ablations import report
+
+    results = pathlib.Path(__file__).parents[1] / "experiments" / "ablations" / "results"
+    for name in ("calibration_cpu_2026-11-28.json", "calibration_cpu_2026-11-28.rows.npz"):
+        (tmp_path / name).write_bytes((results / name).read_bytes())
+    report.rerender(str(tmp_path / "calibration_cpu_2026-11-28.json"))
+    assert (tmp_path / "calibration_cpu_2026-11-28.json").read_bytes() == (
+        results / "calibration_cpu_2026-11-28.json"
+    ).read_bytes()
+
+
+def test_only_tasks_never_replaces_a_table_with_other_columns(tmp_path, monkeypatch):
+    """Was: `--only_tasks mrpc` on a workdir whose table was rendered `--only_tasks sst2`
+    replaced its json, md and rows with an mrpc-only table. A render that would leave out
+    columns of the table on disk is refused before any run, naming them and the fix, which
+    renders both (their runs reused)."""
+    ran: list = []
+
+    class Counting(_StandIn):
+        def finetune(self, arm, task, seed) -> float:
+            ran.append(task)
+            return 50.0
+
+    _stand_in_sweep(monkeypatch, tmp_path, only_tasks=("sst2",))
+    written = {p: p.read_bytes() for p in tmp_path.glob("5.*")}
+    assert set(written) == {tmp_path / n for n in ("5.json", "5.md", "5.rows.npz")}
+    monkeypatch.setattr(run, "Harness", Counting)
+    for only in (("mrpc",), ("squad", "conll")):
+        want = (rf"^--only_tasks={','.join(only)}: {tmp_path / '5.json'} holds table 5's sst2 "
+                rf"too, which this render leaves out: add it \(--only_tasks=sst2,")  # fmt: skip
+        with pytest.raises(BertJaxError, match=want):
+            run.ablate("5", scale_for("cpu"), str(tmp_path), progress=print, only_tasks=only)
+        assert not ran and {p: p.read_bytes() for p in written} == written
+    doc = run.ablate("5", scale_for("cpu"), str(tmp_path), progress=print,
+                     only_tasks=("sst2", "mrpc"))  # the fix the error names  # fmt: skip
+    assert {t for row in doc["arms"].values() for t in row} == {"sst2", "mrpc"}
+    # The full table covers every column; a partial render over it is refused the same way.
+    run.ablate("5", scale_for("cpu"), str(tmp_path), progress=print)
+    with pytest.raises(BertJaxError, match=r"5's sst2, mrpc, squad too, .* \(drop --only_tasks;"):
+        run.ablate("5", scale_for("cpu"), str(tmp_path), progress=print, only_tasks=("conll",))
+
+
+def test_only_tasks_without_the_plotted_column_renders_the_table(tmp_path, monkeypatch):
+    """Was: `ablate --table 6 --only_tasks sst2` trained every run, wrote 6.json, then died
+    with a KeyError traceback (rc 1) drawing 6.png, whose perplexity column it had left out."""
+    doc = _stand_in_sweep(monkeypatch, tmp_path, "6", only_tasks=("sst2",))
+    assert doc["tasks_left_out"] == ["mlm_ppl", "mrpc"]
+    assert (tmp_path / "6.png").stat().st_size > 0 and (tmp_path / "6.md").exists()

@@ -118,15 +118,15 @@ main()
 
 
 def test_killed_export_leaves_a_temporary_the_rerun_removes(tmp_path, minilm_dir):
-    """A convert killed before its rename leaves a model-sized hidden file; the rerun (another
-    pid) removes it along with writing the export."""
+    """A convert killed before its rename leaves a model-sized hidden file in its staging
+    directory; the rerun (another pid) removes both along with writing the export."""
     out = tmp_path / "hf"
     args = ["convert", f"--init_checkpoint={minilm_dir}", f"--output_dir={out}"]
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     killed = subprocess.run([sys.executable, "-c", _KILLED_BEFORE_THE_RENAME, *args], cwd=ROOT,
                             env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
     assert killed.returncode == -9, killed.stderr[-2000:]
-    left = list(out.glob(".model.safetensors.tmp-*"))
+    left = list(out.glob(".export-*/.model.safetensors.tmp-*"))
     assert len(left) == 1 and left[0].stat().st_size > 10_000_000
     r = subprocess.run([sys.executable, "-m", "bert_jax.cli", *args], cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=300)  # fmt: skip
@@ -134,6 +134,28 @@ def test_killed_export_leaves_a_temporary_the_rerun_removes(tmp_path, minilm_dir
     assert sorted(p.name for p in out.iterdir()) == [
         "config.json", "model.safetensors", "tokenizer_config.json", "vocab.txt"
     ]  # fmt: skip
+
+
+_INTERRUPTED_BEFORE_THE_RENAME = _KILLED_BEFORE_THE_RENAME.replace("SIGKILL", "SIGINT")
+
+
+def test_interrupted_export_is_one_line_and_leaves_nothing_that_loads(tmp_path, minilm_dir):
+    """Ctrl-C (SIGINT) while convert moves its export in: exit 130 with one line, no config.json
+    in the output directory (nothing a loader takes for a model), and the rerun completes."""
+    out = tmp_path / "hf"
+    args = ["convert", f"--init_checkpoint={minilm_dir}", f"--output_dir={out}"]
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    stopped = subprocess.run([sys.executable, "-c", _INTERRUPTED_BEFORE_THE_RENAME, *args],
+                             cwd=ROOT, env=env, capture_output=True, text=True,
+                             timeout=300)  # fmt: skip
+    assert stopped.returncode == 130, stopped.stderr[-2000:]
+    assert stopped.stderr == ("bert-jax: convert interrupted (SIGINT); what it finished is kept: "
+                              "rerun the same command to go on\n")  # fmt: skip
+    assert not (out / "config.json").exists()
+    r = subprocess.run([sys.executable, "-m", "bert_jax.cli", *args], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (out / "config.json").exists() and not list(out.glob(".export-*"))
 
 
 OUTPUT_FILE_COMMANDS = ["extract-features", "attention-map", "generate",
@@ -160,3 +182,30 @@ def test_unwritable_output_file_is_one_line(subcommand, unwritable, minilm_dir, 
     }[subcommand]  # fmt: skip
     line = _run(subcommand.removesuffix("-export"), *args)
     assert line.startswith(f"bert-jax: error: {named}") and line.endswith("Not a directory"), line
+
+
+def test_ctrl_c_inside_asyncio_run_still_interrupts():
+    """Orbax saves through asyncio.run, which swaps Python's SIGINT handler for one that cancels
+    its task; a task that finishes anyway swallowed the Ctrl-C, and `bert-jax ablate` ran on to
+    the end (issue 55's hunt). With the CLI's handler installed the interrupt is raised."""
+    import asyncio
+    import contextlib
+    import signal
+
+    from bert_jax import cli
+
+    async def save_that_finishes_anyway() -> str:
+        os.kill(os.getpid(), signal.SIGINT)
+        with contextlib.suppress(asyncio.CancelledError):  # as a save completing its writes does
+            await asyncio.sleep(5)
+        return "done"
+
+    before = signal.getsignal(signal.SIGINT)
+    try:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        assert asyncio.run(save_that_finishes_anyway()) == "done"  # lost: the fault itself
+        cli._interrupt_on_sigint()
+        with pytest.raises(KeyboardInterrupt):
+            asyncio.run(save_that_finishes_anyway())
+    finally:
+        signal.signal(signal.SIGINT, before)

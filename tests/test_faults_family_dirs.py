@@ -230,3 +230,40 @@ def test_config_json_that_is_not_an_object_is_one_line(tmp_path, content, uncase
                  lambda: read_json_object(tmp_path / "config.json", "missing")):  # fmt: skip
         with pytest.raises(BertJaxError, match=f"expected a JSON object .*found a {found}"):
             call()
+
+
+def test_convert_into_another_models_export_is_refused_and_replaces_only_on_request(
+    tiny_hf_dir, xlnet_dir, tmp_path
+):
+    """An --output_dir holding another family's export (config.json's model_type) is refused by
+    name and left as it was; --overwrite_output_dir replaces it whole. Re-exporting the same
+    family over its own export works, and no file of the old model survives a successful export
+    (was: rc 0, 4 of 5 files overwritten, XLNet's tokenizer.json kept beside T5's weights)."""
+    from bert_jax.runs.export import convert_any
+
+    out = tmp_path / "out"
+    convert_any(str(xlnet_dir), str(out))
+    (out / "tokenizer.json").write_text('{"model": {"type": "Unigram"}}')  # as a hub XLNet has
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    want = rf"^--output_dir={out} holds another model \(config.json model_type 'xlnet'\), .*bert"
+    with pytest.raises(BertJaxError, match=want):
+        convert_any(str(tiny_hf_dir), str(out))
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    convert_any(str(tiny_hf_dir), str(out), overwrite_output_dir=True)
+    assert sorted(p.name for p in out.iterdir()) == [
+        "config.json", "model.safetensors", "tokenizer_config.json", "vocab.txt"
+    ]  # fmt: skip
+    assert json.loads((out / "config.json").read_text())["model_type"] == "bert"
+    # The same family over its own export: replaced, with a stray tokenizer file of another
+    # tokenizer removed (AutoTokenizer would prefer it to vocab.txt).
+    (out / "tokenizer.json").write_text("{}")
+    convert_any(str(tiny_hf_dir), str(out))
+    assert not (out / "tokenizer.json").exists()
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no staging left
+    # A bert-jax workdir is never an export's target (its config.json is the run's).
+    work = tmp_path / "work"
+    (work / "checkpoints").mkdir(parents=True)
+    (work / "config.json").write_text("{}")
+    with pytest.raises(BertJaxError, match=rf"^--output_dir={work}: a bert-jax workdir"):
+        convert_any(str(tiny_hf_dir), str(work), overwrite_output_dir=True)
+    assert (work / "config.json").read_text() == "{}"

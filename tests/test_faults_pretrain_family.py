@@ -186,6 +186,24 @@ def test_cpu_config_takes_the_shards_geometry(data):
     assert (resolved.max_seq_length, resolved.max_predictions_per_seq) == (SEQ, PRED)
 
 
+@pytest.mark.parametrize("family", ["electra", "albert", "roberta", "distilbert"])
+def test_family_cpu_presets_take_the_shards_geometry(data, family):
+    """Each family's `cpu` preset, as pretrain_cpu.py, takes the shards' geometry (32/5 here)
+    instead of refusing them for not being its old 64/10; a geometry set explicitly is checked."""
+    import importlib
+
+    from bert_jax.input.geometry import check_shard_geometry, with_shard_geometry
+
+    config = importlib.import_module(f"bert_jax.configs.{family}").get_config("cpu")
+    config.train_files = data["static"]
+    resolved = with_shard_geometry(config)
+    assert (resolved.max_seq_length, resolved.max_predictions_per_seq) == (SEQ, PRED)
+    check_shard_geometry(resolved)
+    config.max_seq_length = 64
+    with pytest.raises(BertJaxError, match=r"add --config\.max_seq_length=32"):
+        check_shard_geometry(with_shard_geometry(config))
+
+
 def test_unknown_preset_is_one_line_listing_the_presets(tmp_path):
     with pytest.raises(BertJaxError, match="unknown model preset 'nope'; known: .*tiny"):
         pretrain_config("nope")
@@ -198,3 +216,43 @@ def test_unknown_preset_is_one_line_listing_the_presets(tmp_path):
     assert proc.stderr == (
         "bert-jax: error: --config: electra preset 'foo': use one of small, base, large, cpu\n"
     )
+
+
+@pytest.mark.slow  # two CLI pretraining runs of ModernBERT's cpu preset (about 40 s each)
+def test_modernbert_pretraining_on_a_full_disk_is_one_line_and_resumes(data, tmp_path):
+    """ModernBERT pretraining with its workdir on a 32 kB tmpfs: the first checkpoint cannot be
+    written. Was: the error line, then ~110 lines of tracebacks (tensorboardX's atexit flush,
+    its worker thread, asyncio's unretrieved futures of the failed save). Now one line naming
+    the full disk's path; no step looks finished; with room again the same command completes."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32k", "tmpfs", str(disk)],
+                       capture_output=True, text=True)  # fmt: skip
+    if r.returncode:
+        pytest.skip(f"cannot mount a small tmpfs here ({r.stderr.strip()})")
+    try:
+        create_pretraining_data(str(data["root"] / "corpus.txt"), str(data["root"] / "mb"),
+                                data["vocab"], num_shards=1, dupe_factor=1, max_seq_length=SEQ,
+                                max_predictions_per_seq=PRED * 2, objective="modernbert",
+                                dynamic_masking=True)  # fmt: skip
+        cmd = [sys.executable, "-m", "bert_jax.cli", "pretrain", "--config=modernbert.py:cpu",
+               f"--workdir={disk / 'wd'}", f"--config.vocab_file={data['vocab']}",
+               f"--config.train_files={data['root'] / 'mb' / 'shard-*.tfrecord'}",
+               f"--config.max_seq_length={SEQ}", f"--config.max_predictions_per_seq={PRED * 2}",
+               "--config.train_steps=4", "--config.checkpoint_every_steps=2",
+               "--config.eval_every_steps=0", "--config.warmup_steps=1",
+               "--config.global_batch_size=4", "--config.batch_warmup_start=2",
+               "--config.batch_warmup_steps=2"]  # fmt: skip
+        full = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        assert full.returncode == 2, full.stderr[-3000:]
+        assert full.stderr.count("\n") == 1, full.stderr[-3000:]
+        assert full.stderr.startswith(f"bert-jax: error: {disk / 'wd'}/")
+        assert "No space left on device" in full.stderr
+        steps = disk / "wd" / "checkpoints"
+        assert not [p for p in steps.glob("*") if p.name.isdigit()]  # none looks finished
+        subprocess.run(["mount", "-o", "remount,size=64m", str(disk)], check=True)
+        again = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert sorted(p.name for p in steps.iterdir()) == ["2", "4"]
+    finally:
+        subprocess.run(["umount", str(disk)], capture_output=True)

@@ -198,3 +198,18 @@ def test_packing_refused_where_the_model_reads_no_packed_rows(tmp_path, uncased_
         PretrainingTask(preset("L2-H128-A2"), 8, SEQ, PRED, objective="electra", pack_sequences=4)
     with pytest.raises(BertJaxError, match=r"--reference_compat writes one instance per record"):
         _write(tmp_path, uncased_vocab, "ref", SLOTS, reference_compat=True)
+
+
+def test_packed_and_unpacked_shards_mixed_are_named(static_shards, tmp_path, uncased_vocab):
+    """Before: "record 0: feature 'next_sentence_labels' has length 4, expected 1", which does not
+    say that the files mix packed and unpacked shards."""
+    from bert_jax.input.batches import check_files
+
+    unpacked = next(_write(tmp_path, uncased_vocab, "one", 1).glob("shard-*.tfrecord"))
+    packed = next(static_shards["mlm_nsp"].glob("shard-*.tfrecord"))
+    mlm_nsp = objectives.get("mlm_nsp")
+    for files, pack in (([unpacked, packed], 1), ([packed, unpacked], SLOTS)):
+        want = (rf"^the files mix packed and unpacked shards: {packed} \(pack_sequences={SLOTS}\) "
+                rf"and {unpacked} \(unpacked\); ")  # fmt: skip
+        with pytest.raises(BertJaxError, match=want):
+            check_files([str(f) for f in files], mlm_nsp.shard_schema(SEQ, PRED, True, pack), False)

@@ -159,3 +159,114 @@ def test_generate_equals_transformers(tmp_path):
             assert got == want, (beams, lp, early, r)
             lengths.add(len(got))
     assert min(lengths) < 12, "no sequence ended with EOS: the test does not exercise it"
+
+
+# --- a T5 directory with tokenizer.json alone (what transformers v5 saves) -----------------------
+
+TEXTS = ["The cat sat on the mat in 1999.", "Who wrote it? <extra_id_0> nobody <extra_id_1>.", ""]
+
+
+@pytest.fixture(scope="module")
+def t5_json_dir(tmp_path_factory):
+    """A T5 directory written by transformers whose tokenizer is tokenizer.json alone: T5's
+    layout (pad 0, eos 1, unk 2, the pieces, then <extra_id_99> .. <extra_id_0>), as
+    T5Tokenizer converts a Hub spiece.model; no spiece.model beside it."""
+    import sentencepiece as spm
+
+    from bert_jax.corpus import embedded
+    from bert_jax.tokenization.t5_vocab import train_t5_spm
+
+    work, d = tmp_path_factory.mktemp("spm"), tmp_path_factory.mktemp("t5_json")
+    lines = [s for doc in embedded.iter_documents(max_documents=200) for s in doc]
+    proc = spm.SentencePieceProcessor(model_file=str(train_t5_spm(lines, work, 300)))
+    vocab = [(proc.IdToPiece(i), proc.GetScore(i)) for i in range(proc.GetPieceSize())]
+    vocab += [(f"<extra_id_{i}>", 0.0) for i in range(99, -1, -1)]
+    transformers.T5Tokenizer(vocab=vocab, extra_ids=100).save_pretrained(d)
+    torch.manual_seed(0)
+    cfg = transformers.T5Config(
+        vocab_size=len(vocab), d_model=D, d_kv=8, d_ff=48, num_layers=1, num_heads=4,
+        feed_forward_proj="gated-gelu", tie_word_embeddings=False, decoder_start_token_id=0,
+    )  # fmt: skip
+    model = transformers.T5ForConditionalGeneration(cfg)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    model.save_pretrained(d)
+    assert not (d / "spiece.model").exists() and (d / "tokenizer.json").exists()
+    return d
+
+
+def test_t5_dir_with_only_tokenizer_json_tokenizes_as_transformers(t5_json_dir):
+    """The loader finds tokenizer.json; our ids (sentinels included) are transformers' ids, and
+    decoding gives the text back."""
+    from bert_jax.families.seq2seq_load import load_seq2seq
+    from bert_jax.tokenization.t5_vocab import T5Vocab
+
+    pre = load_seq2seq(t5_json_dir)
+    assert pre.spm_model == t5_json_dir / "tokenizer.json"
+    vocab = T5Vocab.for_model(pre.spm_model, pre.config.vocab_size)
+    tok = transformers.AutoTokenizer.from_pretrained(t5_json_dir)
+    assert (vocab.pieces, vocab.size, vocab.sentinel(0)) == (300, 400, 399)
+    for text in TEXTS:
+        assert vocab.encode(text) == tok(text)["input_ids"], text
+    back = "Who wrote it? <extra_id_0> nobody <extra_id_1> ."
+    assert vocab.decode(vocab.encode(TEXTS[1])) == back
+    cat = tok("cat")["input_ids"][0]
+    assert vocab.sp.IdToPiece(cat) == tok.convert_ids_to_tokens(cat)
+
+
+@pytest.mark.slow  # fine-tuning compiles, and generate runs as the CLI
+def test_t5_dir_with_only_tokenizer_json_through_finetune_convert_generate(t5_json_dir, tmp_path):
+    """extract-features (transformers' tokens) and fine-tuning (2 steps) read tokenizer.json; the
+    fine-tuned workdir converts to a directory transformers loads, with the tokenizer.json beside
+    it, whose greedy outputs are the ones the run wrote; `bert-jax generate` on the directory
+    gives transformers' greedy ids."""
+    import json
+    import pathlib
+    import subprocess
+    import sys
+
+    from bert_jax.features.commands import extract_features
+    from bert_jax.runs import finetune as runner
+    from bert_jax.runs.export import convert_any
+    from bert_jax.tokenization.t5_vocab import T5Vocab
+    from bert_jax.train.config import finetune_config
+
+    (tmp_path / "in.txt").write_text("\n".join(TEXTS[:2]) + "\n")
+    tok = transformers.AutoTokenizer.from_pretrained(t5_json_dir)
+    extract_features(str(t5_json_dir), tmp_path / "in.txt", tmp_path / "f.jsonl", [-1], 32, 2)
+    rows = [json.loads(x) for x in (tmp_path / "f.jsonl").read_text().splitlines()]
+    for row, text in zip(rows, TEXTS[:2], strict=True):
+        tokens = [t["token"] for t in row["features"]]
+        assert tok.convert_tokens_to_ids(tokens) == tok(text)["input_ids"]
+
+    glue = pathlib.Path(__file__).parent / "fixtures" / "tasks" / "glue" / "sst2"
+    cfg = finetune_config("glue")
+    cfg.task, cfg.data_dir, cfg.num_train_epochs = "sst2", str(glue), 1.0
+    cfg.init_checkpoint, cfg.max_seq_length, cfg.max_target_length = str(t5_json_dir), 32, 4
+    cfg.num_devices, cfg.train_batch_size, cfg.eval_batch_size = 1, 2, 4
+    work, out = tmp_path / "work", tmp_path / "exported"
+    assert runner.finetune(cfg, str(work))["train_steps"] == 2
+    convert_any(str(work), str(out))
+    assert (out / "tokenizer.json").read_bytes() == (t5_json_dir / "tokenizer.json").read_bytes()
+    tok = transformers.AutoTokenizer.from_pretrained(out)
+    model = transformers.T5ForConditionalGeneration.from_pretrained(out).eval()
+    vocab = T5Vocab.for_model(out / "tokenizer.json", model.config.vocab_size)
+    rows = [json.loads(x) for x in (work / "dev_predictions.jsonl").read_text().splitlines()]
+    enc = tok([r["input"] for r in rows], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        gen = model.generate(**enc, max_new_tokens=4, do_sample=False, num_beams=1)
+    assert [vocab.decode(ids) for ids in gen.tolist()] == [r["output"] for r in rows]
+
+    cmd = [sys.executable, "-m", "bert_jax.cli", "generate", f"--init_checkpoint={t5_json_dir}",
+           f"--input_file={tmp_path / 'in.txt'}", f"--output_file={tmp_path / 'gen.jsonl'}",
+           "--max_new_tokens=6", "--batch_size=2"]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    ours = [json.loads(x)["output_ids"] for x in (tmp_path / "gen.jsonl").read_text().splitlines()]
+    source = transformers.T5ForConditionalGeneration.from_pretrained(t5_json_dir).eval()
+    for text, ids in zip(TEXTS[:2], ours, strict=True):
+        with torch.no_grad():
+            ref = source.generate(**tok(text, return_tensors="pt"), max_new_tokens=6,
+                                  do_sample=False)[0, 1:].numpy()  # fmt: skip
+        assert ids == trim(ref, 1)

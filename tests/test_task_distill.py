@@ -6,6 +6,7 @@ Teachers are Hugging Face *For<Task> models written by transformers (tiny, rando
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import shutil
@@ -176,7 +177,8 @@ def _shard_bytes(directory: pathlib.Path) -> dict[str, bytes]:
 
 
 def test_workers_and_a_killed_run_give_the_same_shards(teachers, tmp_path):
-    """One worker, two workers and a run killed (SIGKILL) mid-way then rerun: the same bytes."""
+    """One worker, two workers and a run killed (SIGKILL) mid-shard then rerun: the same bytes,
+    and no temporary file left."""
     from bert_jax.corpus import snapshot
 
     transfer = tmp_path / "transfer.txt"
@@ -216,12 +218,19 @@ def test_workers_and_a_killed_run_give_the_same_shards(teachers, tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     assert subprocess.run(cmd(clean), env=env, capture_output=True, timeout=600).returncode == 0
     proc = subprocess.Popen(cmd(killed), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # Killed while a shard is being written: stopped first, so the temporary file is certainly
+    # there when the kill lands (a resume used to leave it behind).
     deadline = time.time() + 600
-    while len(list(killed.glob("distill-*"))) < 3 and proc.poll() is None:
+    while proc.poll() is None:
         assert time.time() < deadline
-        time.sleep(0.005)
+        if len(list(killed.glob("distill-*"))) >= 3 and list(killed.glob(".distill-*.tmp-*")):
+            proc.send_signal(signal.SIGSTOP)
+            if list(killed.glob(".distill-*.tmp-*")):
+                break
+            proc.send_signal(signal.SIGCONT)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+    assert list(killed.glob(".distill-*.tmp-*"))
     done = _shard_bytes(killed)
     assert 3 <= len(done) < len(_shard_bytes(clean)) and not (killed / "stats.json").exists()
     assert all(done[k] == v for k, v in _shard_bytes(clean).items() if k in done)
@@ -229,6 +238,7 @@ def test_workers_and_a_killed_run_give_the_same_shards(teachers, tmp_path):
     assert rerun.returncode == 0, rerun.stderr
     assert _shard_bytes(killed) == _shard_bytes(clean)
     assert (killed / "stats.json").read_bytes() == (clean / "stats.json").read_bytes()
+    assert sorted(p.name for p in killed.iterdir()) == sorted(p.name for p in clean.iterdir())
 
 
 def _student(teachers, workdir: pathlib.Path, **distill):
@@ -354,3 +364,144 @@ def test_distill_data_counts_refused_before_the_teacher_is_read(kw, message, tmp
 
     with pytest.raises(BertJaxError, match=message):
         labelling.label(_cfg("glue"), str(tmp_path / "no-teacher"), str(tmp_path / "out"), **kw)
+
+
+def test_online_negative_max_transfer_examples_refused_before_the_teacher_is_read(tmp_path):
+    """The online student's config key, as distill-data's flag (it kept all but the last 3)."""
+    from bert_jax.tasks.distill.student_setup import Distillation
+
+    cfg = _cfg("glue")
+    cfg.distill.update(teacher=str(tmp_path / "no-teacher"), max_transfer_examples=-3)
+    with pytest.raises(BertJaxError, match=r"^config distill.max_transfer_examples=-3: must be"):
+        Distillation.from_config(cfg, None, None)
+
+
+def test_squad_transfer_json_with_paragraphs_not_a_list_is_named(teachers, tmp_path):
+    """Before: `paragraphs` as a string was iterated by character, so the error said
+    "'context' is missing" of paragraph 0."""
+    bad = tmp_path / "more.json"
+    bad.write_text(json.dumps({"data": [{"title": "t", "paragraphs": "The cat sat."}]}))
+    with pytest.raises(BertJaxError) as e:
+        labelling.label(_cfg("squad"), str(teachers["squad"]), str(tmp_path / "out"), str(bad))
+    assert str(e.value) == (
+        f"{bad}: data[0].paragraphs is a str, expected a list of "
+        '{"context": ..., "qas": [...]} objects'
+    )
+    bad.write_text(json.dumps({"data": ["The cat sat."]}))
+    with pytest.raises(BertJaxError, match=r"data\[0\] is a str, expected an object"):
+        labelling.label(_cfg("squad"), str(teachers["squad"]), str(tmp_path / "out"), str(bad))
+
+
+def test_stats_json_that_is_not_an_object_is_one_line(tmp_path):
+    """Before: a list in stats.json gave an AttributeError traceback from `.get`."""
+    (tmp_path / "stats.json").write_text("[1, 2]\n")
+    with pytest.raises(BertJaxError, match=r"stats\.json: expected a JSON object .*, found a list"):
+        cache.read_stats(tmp_path)
+
+
+def test_truncated_shard_is_named_with_its_fix_and_a_rerun_rebuilds_it(teachers, tmp_path):
+    """Before: the read error named the shard without a fix, and a rerun of the same labelling
+    called the cache complete and kept the truncated shard."""
+    cfg, teacher, transfer = _cfg("glue"), str(teachers["glue"]), str(teachers["transfer"])
+    kw = dict(examples_per_shard=3)
+    stats = labelling.label(cfg, teacher, str(tmp_path), transfer, **kw)
+    assert stats["num_shards"] >= 2
+    good = _shard_bytes(tmp_path)
+    victim = tmp_path / cache.shard_name(1, stats["num_shards"])
+    victim.write_bytes(good[victim.name][:-7])
+    with pytest.raises(BertJaxError) as e:
+        cache.read_cache(tmp_path)
+    message = str(e.value)
+    assert message.startswith(f"{victim}: ") and "\n" not in message
+    assert "rerun the same `bert-jax distill-data` command" in message
+    # the fix it gives works: the rerun finds the shard short, labels it again, same bytes
+    again = labelling.label(cfg, teacher, str(tmp_path), transfer, **kw)
+    assert again == stats and _shard_bytes(tmp_path) == good
+    cache.read_cache(tmp_path)
+    # a shard cut at a record boundary (one record fewer) is caught the same way
+    from bert_jax.shards.tfrecord import frame, read_records
+
+    victim.write_bytes(b"".join(frame(r) for r in list(read_records(str(victim)))[:-1]))
+    with pytest.raises(BertJaxError, match="rerun the same `bert-jax distill-data` command"):
+        cache.read_cache(tmp_path)
+    assert labelling.label(cfg, teacher, str(tmp_path), transfer, **kw) == stats
+    assert _shard_bytes(tmp_path) == good
+
+
+@pytest.fixture(scope="module")
+def modernbert_dirs(tmp_path_factory) -> tuple[pathlib.Path, pathlib.Path]:
+    """A ModernBERT teacher to fine-tune (3 layers, a classification head) and a 1-layer
+    ModernBERT student, written by transformers with one ModernBERT-style tokenizer.json."""
+    from modernbert_dirs import train_tokenizer_json, write_hf_dir
+
+    root = tmp_path_factory.mktemp("modernbert")
+    fast = train_tokenizer_json(root / "tok")
+    teacher = write_hf_dir(root / "teacher", fast, "ModernBertForSequenceClassification")
+    return teacher, write_hf_dir(root / "student", fast, num_hidden_layers=1)
+
+
+def _modernbert_logits(hf_dir: pathlib.Path, rows: dict) -> np.ndarray:
+    import torch
+    import transformers
+
+    cls = transformers.ModernBertForSequenceClassification
+    model = cls.from_pretrained(str(hf_dir), attn_implementation="eager").eval()
+    t = lambda k: torch.tensor(rows[k]).long()
+    with torch.no_grad():
+        return model(input_ids=t("input_ids"), attention_mask=t("input_mask")).logits.numpy()
+
+
+@pytest.mark.slow  # four ModernBERT fine-tuning runs and two labellings (~1-2 min)
+def test_modernbert_teaches_and_learns(teachers, modernbert_dirs, tmp_path):
+    """A fine-tuned ModernBERT workdir labels the cache with its own predictions (transformers'
+    on the workdir converted; the converted directory as teacher gives the same); a 1-layer
+    ModernBERT student trains from the cache and with the teacher online (the same losses), and
+    its workdir converts to a transformers ModernBERT without the teacher's weights.
+    Before: both refused ("the student must be a BERT-family encoder"; "only BERT-family
+    teachers label data")."""
+    from safetensors.numpy import load_file
+
+    from bert_jax.runs import finetune as runner
+    from bert_jax.runs.export import convert_any
+
+    hf_teacher, hf_student = modernbert_dirs
+    transfer = str(teachers["transfer"])
+    kw = dict(train_batch_size=4, eval_batch_size=4, num_train_epochs=2.0, num_devices=1,
+              learning_rate=1e-3, log_every_steps=1)  # fmt: skip
+    tuned = tmp_path / "teacher"
+    cfg = _cfg("glue", init_checkpoint=str(hf_teacher), **kw)
+    cfg.mesh.data = 1
+    runner.finetune(cfg, str(tuned))
+    data = tmp_path / "labels"
+    stats = labelling.label(_cfg("glue"), str(tuned), str(data), transfer)
+    assert stats["examples"]["task"] > 0 and stats["examples"]["transfer"] > 0
+    _, rows = cache.read_cache(data)
+    converted = tmp_path / "teacher_hf"
+    convert_any(str(tuned), str(converted))
+    ref = _modernbert_logits(converted, rows)
+    assert np.abs(ref).max() > 1e-3  # a head that says something
+    np.testing.assert_allclose(rows["teacher_logits"], ref, atol=1e-5)
+    labelling.label(_cfg("glue"), str(converted), str(tmp_path / "labels_hf"), transfer)
+    from_dir = cache.read_cache(tmp_path / "labels_hf")[1]["teacher_logits"]
+    np.testing.assert_allclose(from_dir, rows["teacher_logits"], atol=1e-5)
+    with pytest.raises(BertJaxError, match="no task head"):  # a masked-LM directory
+        labelling.label(_cfg("glue"), str(hf_student), str(tmp_path / "no"), transfer)
+
+    losses = {}
+    for mode, distill in (("cached", dict(data=str(data))),
+                          ("online", dict(teacher=str(tuned), input_file=transfer))):  # fmt: skip
+        cfg = _cfg("glue", init_checkpoint=str(hf_student), **kw)
+        cfg.mesh.data = 1
+        cfg.distill.update(loss="kl", temperature=2.0, alpha=0.5, **distill)
+        result = runner.finetune(cfg, str(tmp_path / mode))
+        assert 0.0 <= result["accuracy"] <= 1.0
+        logged = (tmp_path / mode / "metrics.jsonl").read_text().splitlines()
+        losses[mode] = [json.loads(x)["loss"] for x in logged if '"loss"' in x]
+        out = tmp_path / f"{mode}_hf"
+        convert_any(str(tmp_path / mode), str(out))
+        names = load_file(out / "model.safetensors")
+        assert not [k for k in names if "teacher" in k] and "classifier.weight" in names
+        assert json.loads((out / "config.json").read_text())["num_hidden_layers"] == 1
+        _modernbert_logits(out, {k: v[:2] for k, v in rows.items()})  # transformers runs it
+    assert len(losses["cached"]) == 3 and np.isfinite(losses["cached"]).all()
+    np.testing.assert_allclose(losses["online"], losses["cached"], rtol=1e-5)

@@ -129,3 +129,8 @@ def test_text_to_text_refuses_what_it_does_not_build(t5_dir, tmp_path):
     cfg = _config("glue", t5_dir, FIX / "glue" / "sst2", task="sst2", num_seeds=3)
     with pytest.raises(BertJaxError, match="num_seeds > 1 are not built"):
         runner.finetune(cfg, tmp_path / "seeds")
+    # Before: pack_examples was ignored (the run's outputs byte-identical to an unpacked run's).
+    cfg = _config("glue", t5_dir, FIX / "glue" / "sst2", task="sst2", pack_examples=True)
+    with pytest.raises(BertJaxError, match=r"^config pack_examples: not built for text-to-text"):
+        runner.finetune(cfg, tmp_path / "packed")
+    assert not (tmp_path / "packed").exists()

@@ -41,7 +41,7 @@ import numpy as np
 from etils import epath
 
 from bert_jax.ablations import claims, stats, tables
-from bert_jax.ablations.evidence import Evidence, rows_path
+from bert_jax.ablations.evidence import Evidence, check_belongs, identity_of, rows_path
 from bert_jax.atomic_write import read_json, write_json_atomic, write_text_atomic
 from bert_jax.errors import BertJaxError
 
@@ -98,16 +98,41 @@ def rerender(path: str) -> dict:
     doc = read_json(where, f"{where}: no such file (a table's json, as bert-jax ablate wrote it)")
     if doc.get("table") not in tables.names():
         raise BertJaxError(f"{where}: not a table that bert-jax ablate wrote (no known 'table')")
-    doc["intervals"] = Evidence.load(rows_path(where)).intervals()
+    rows = rows_path(where)
+    evidence = Evidence.load(rows)
+    check_belongs(evidence, doc, rows, where)  # not another table's (or run's) rows beside it
+    doc["intervals"] = evidence.intervals()
     doc["claims"] = [] if doc.get("wiring_check") else claims.check(doc)
     _save(doc, where)
     return doc
 
 
+def check_keeps_columns(out_dir: str, table: str, every: list[str], only: tuple[str, ...]) -> None:
+    """A render of some columns (`--only_tasks` `only` of the table's tasks `every`) writes
+    `<table>.json`, md and rows in `out_dir`: refused before any run when the table there
+    holds columns it leaves out, which it would replace (a finished table's results are never
+    lost to a narrower render)."""
+    path = epath.Path(out_dir) / f"{table}.json"
+    if not only or not path.exists():
+        return
+    doc = read_json(path, f"{path}: no such file")
+    held = [t for t in dict.fromkeys(t for row in doc.get("arms", {}).values() for t in row)
+            if t not in only]  # fmt: skip
+    if not held:
+        return
+    both = [t for t in every if t in only or t in held] + [t for t in held if t not in every]
+    add = "drop --only_tasks" if both == every else f"--only_tasks={','.join(both)}"
+    raise BertJaxError(
+        f"--only_tasks={','.join(only)}: {path} holds table {table}'s {', '.join(held)} too, "
+        f"which this render leaves out: add {'it' if len(held) == 1 else 'them'} ({add}; "
+        f"finished runs are reused), or move {path} and its .md and .rows.npz away first"
+    )
+
+
 def _save(doc: dict, path: epath.Path, evidence: Evidence | None = None) -> None:
     """The json (rows first: a json on disk always has its rows) and its md beside it."""
     if evidence is not None:
-        evidence.save(rows_path(path))
+        evidence.save(rows_path(path), identity_of(doc))
     write_json_atomic(path, doc, sort_keys=False)
     write_text_atomic(path.parent / (path.name.removesuffix(".json") + ".md"), markdown(doc))
 

@@ -149,7 +149,9 @@ def ablate(
     _share_compiled_steps(workdir)
     spec = tables.get(table)
     arms = spec.arms(scale)
+    every = list(dict.fromkeys(t for arm in arms for t in arm.tasks))
     arms, left_out = tables.select_tasks(table, arms, only_tasks)
+    report.check_keeps_columns(workdir, table, every, only_tasks)
     tasks = tasks or {}
     harness = Harness(workdir, scale, corpus, tasks, progress)
     jobs = [(seeded(arm, p), task, seed) for arm in arms

@@ -8,6 +8,10 @@ XLNetFor{SequenceClassification, TokenClassification, QuestionAnsweringSimple}; 
 seq2seq workdir (pretrained or text-to-text fine-tuned) as T5ForConditionalGeneration.
 
   bert-jax convert --init_checkpoint=uncased_L-12_H-768_A-12/bert_model.ckpt --output_dir=hf/
+
+An --output_dir holding an earlier export of the same family (config.json's model_type) is
+replaced whole: its model and tokenizer files that the new export lacks are removed. Another
+family's export there is refused unless --overwrite_output_dir; a bert-jax workdir always.
 """
 
 from __future__ import annotations
@@ -27,6 +31,12 @@ flags.DEFINE_string(
     "vocab_file", None, "vocab.txt to ship with the model; default: the one inside."
 )
 flags.DEFINE_string("output_dir", None, "Where to write the Hugging Face directory.")
+flags.DEFINE_bool(
+    "overwrite_output_dir",
+    False,
+    "Replace the model files of another family's export in --output_dir (an export of the same "
+    "family is always replaced whole).",
+)
 
 
 def main(argv: list[str]) -> None:
@@ -39,6 +49,10 @@ def main(argv: list[str]) -> None:
 
     check_writable_dir(FLAGS.output_dir, "--output_dir", leave_no_trace=True)
     for line in convert_any(
-        FLAGS.init_checkpoint, FLAGS.output_dir, FLAGS.bert_config_file, FLAGS.vocab_file
+        FLAGS.init_checkpoint,
+        FLAGS.output_dir,
+        FLAGS.bert_config_file,
+        FLAGS.vocab_file,
+        FLAGS.overwrite_output_dir,
     ):
         print(line)

@@ -117,7 +117,9 @@ def _seq2seq_rows(lines: list[str], settings):
     pretrained = load_seq2seq(FLAGS.init_checkpoint)
     spm = FLAGS.spm_model or pretrained.spm_model
     if spm is None:
-        raise BertJaxError(f"{FLAGS.init_checkpoint}: no spiece.model; give --spm_model")
+        raise BertJaxError(
+            f"{FLAGS.init_checkpoint}: no spiece.model or tokenizer.json; give --spm_model"
+        )
     vocab = T5Vocab.for_model(spm, pretrained.config.vocab_size)
     check_max_new_tokens(pretrained.config, settings, FLAGS.batch_size)
     return generate_lines(pretrained, vocab, lines, settings, FLAGS.batch_size,

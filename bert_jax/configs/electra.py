@@ -11,7 +11,8 @@ random tokens; loss = generator MLM + 50 x replaced-token detection over all rea
 Presets: `small` (L12 H256 A4, E=128: the paper's ELECTRA-Small, seq 128, batch 128, lr 5e-4,
 10k warmup, 1M steps), `base` (L12 H768, E=768, generator 1/3, batch 256, lr 2e-4, seq 512 as
 the code comments), `large` (L24 H1024, E=1024, batch 2048, lr 2e-4; the code's mask 0.25 is
-set by create-pretraining-data's --masked_lm_prob), and `cpu` (L2 H128, seq 64, batch 32).
+set by create-pretraining-data's --masked_lm_prob), and `cpu` (L2 H128, batch 32, the shards'
+max_seq_length and max_predictions_per_seq).
 The base/large step counts (766k, 400k) are from memory of the paper, not checked here.
 Expected: the paper's GLUE dev 79.9 (small), 85.1 (base). CPU: `cpu` on 400 KB of the embedded
 corpus, 300 steps at constant lr 2e-3, reached held-out generator accuracy 0.110 (unigram
@@ -59,7 +60,11 @@ def get_config(preset: str = "small") -> ml_collections.ConfigDict:
     if preset == "cpu":
         c.dtype = "float32"
         c.hidden_dropout_prob = c.attention_probs_dropout_prob = 0.0
-        c.max_predictions_per_seq = 10
+        # None: the shards' (stats.json, else their first record), as pretrain_cpu.py; a value
+        # given on the command line is checked against them (bert_jax/input/geometry.py)
+        unset = ml_collections.FieldReference
+        c.max_seq_length = unset(None, field_type=int)
+        c.max_predictions_per_seq = unset(None, field_type=int)
         c.schedule = "constant"
         c.log_every_steps = 50
         c.eval_every_steps = c.checkpoint_every_steps = 500

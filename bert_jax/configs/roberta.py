@@ -20,7 +20,7 @@ warmup, 125k steps. A batch that does not fit the slice is split with
 --config.dynamic_masking=False` (masking runs on the host; compile has no vocab) fits in 4.48
 of 32 GiB per chip; `large` on v4-64 with grad_accum_steps=16 and remat_policy=full in 2.18 GiB
 (experiments/tpu_family_table.md).
-`cpu`: L2 H128, seq 64, batch 32, lr 2e-3, 3000 steps.
+`cpu`: L2 H128, the shards' seq and predictions (stats.json), batch 32, lr 2e-3, 3000 steps.
 Expected: the paper's RoBERTa-base dev results (Table 8, 160 GB of text) MNLI 87.6, SST-2 94.8,
 QNLI 92.8; at base size with Books+Wiki, 1M steps of batch 256, FULL-SENTENCES reached SQuAD
 1.1/2.0 F1 90.4/79.1, MNLI-m 84.7 and DOC-SENTENCES 90.6/79.7, 84.7 (Table 2). `cpu`, measured
@@ -42,7 +42,7 @@ _PRESETS = {
     # model preset, seq, batch, lr, warmup, steps
     "base": ("base", 512, 8192, 6e-4, 24_000, 500_000),
     "large": ("large", 512, 8192, 4e-4, 30_000, 500_000),
-    "cpu": ("tiny", 64, 32, 2e-3, 100, 3000),
+    "cpu": ("tiny", 64, 32, 2e-3, 100, 3000),  # seq: the shards' (below)
 }
 
 
@@ -67,6 +67,11 @@ def get_config(preset: str = "base") -> ml_collections.ConfigDict:
     if preset == "cpu":
         c.dtype = "float32"
         c.hidden_dropout_prob = c.attention_probs_dropout_prob = 0.0
+        # None: the shards' (stats.json, else their first record), as pretrain_cpu.py; a value
+        # given on the command line is checked against them (bert_jax/input/geometry.py)
+        unset = ml_collections.FieldReference
+        c.max_seq_length = unset(None, field_type=int)
+        c.max_predictions_per_seq = unset(None, field_type=int)
         c.log_every_steps, c.eval_every_steps, c.checkpoint_every_steps = 50, 500, 500
         c.max_eval_steps = 20
         c.mesh.data, c.mesh.fsdp = 1, 1

@@ -8,6 +8,7 @@ are properties (`padding_side`, `task_kind`, `extracts_features`), not name chec
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, ClassVar
 
 import jax
@@ -16,8 +17,28 @@ from bert_jax.errors import BertJaxError
 
 # Reasons several families give for a refusal (`Architecture.refusals`).
 GENERATES = "generate decodes encoder-decoders and left-to-right (causal) BERTs"
-STUDENT_IS_BERT = "the student is a BERT-family encoder (tasks.distill builds a BertConfig model)"
-TEACHER_IS_BERT = "a teacher is a fine-tuned BERT-family model (tasks.distill reads a BertConfig)"
+STUDENT_IS_BERT = (
+    "a student is a BERT-family or ModernBERT encoder (the cached rows are right-padded; XLNet "
+    "reads left-padded ones)"
+)
+TEACHER_IS_BERT = (
+    "a teacher is a fine-tuned BERT-family or ModernBERT model (the rows it labels are "
+    "right-padded; XLNet reads left-padded ones)"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class FineTuned:
+    """A model with its task head, from a fine-tuning workdir or a Hugging Face directory (what
+    a task-distillation teacher is read as)."""
+
+    config: Any
+    params: dict  # the task model's: unboxed, looped layers, float32
+    task_family: str  # the head's: glue | ner | squad | swag ("": no task head)
+    vocab_file: Any  # the tokenizer file (epath.Path), None if there is none
+    do_lower_case: bool | None
+    glue_task: str = ""  # the GLUE task, where a workdir records it
+    label_names: tuple[str, ...] = ()  # a directory's id2label, in output order
 
 
 class Architecture:
@@ -118,6 +139,13 @@ class Architecture:
 
     def encoder_flops_per_token(self, config: Any, seq_len: int) -> float:
         raise self.unsupported("FLOPs counting")
+
+    # ---- task distillation (tasks.distill; `distills_teachers`) ------------------------------
+    def fine_tuned(self, path: Any, step: int | None) -> FineTuned | None:
+        """The model with its head at `path` (a fine-tuning workdir: its checkpoint at `step`,
+        default the last; or a Hugging Face directory). None: a BertConfig model, which
+        tasks.distill.teacher reads with the BERT family's loaders."""
+        return None
 
 
 def _suffix(key: str) -> str:

@@ -2,8 +2,9 @@
 and alternating global / sliding-window attention (`bert_jax.model.modernbert`). Pretrains with
 its own objective (masked LM at 30%, no NSP) from BERT's size presets; exports and loads Hugging
 Face ModernBERT directories (ModernBertForMaskedLM and the task heads) with their tokenizer.json;
-fine-tunes classification, tagging, span QA and multiple choice. The "+ BiLSTM" head,
-feature-based NER and init checkpoints for pretraining are BERT-only and refused."""
+fine-tunes classification, tagging, span QA and multiple choice, and is a task-distillation
+teacher (a fine-tuned workdir or a HF directory with a task head) and student. The "+ BiLSTM"
+head, feature-based NER and init checkpoints for pretraining are BERT-only and refused."""
 
 from __future__ import annotations
 
@@ -12,12 +13,16 @@ from typing import Any, ClassVar
 
 from etils import epath
 
+from bert_jax.atomic_write import read_json_object
+from bert_jax.checkpoint import read_workdir_config
 from bert_jax.errors import BertJaxError
-from bert_jax.families.base import GENERATES, STUDENT_IS_BERT, TEACHER_IS_BERT, Architecture
+from bert_jax.families.base import GENERATES, Architecture, FineTuned
 from bert_jax.interop import hf, modernbert_hf
+from bert_jax.interop.workdir_params import restore_workdir_params
 from bert_jax.model.modernbert import heads as modernbert_heads
 from bert_jax.model.modernbert import pretraining as modernbert_pretraining
 from bert_jax.model.modernbert.config import ModernBertConfig
+from bert_jax.task_family_key import saved_task_family
 from bert_jax.tokenization.directory import check_vocab_fits, open_tokenizer, tokenizer_file_in
 
 _NOT_BUILT = "not built for ModernBERT (its heads read the encoder directly)"
@@ -44,10 +49,10 @@ class ModernBertFamily(Architecture):
     encoder_scope: ClassVar[str] = modernbert_heads.ENCODER_SCOPE
     extracts_features: ClassVar[bool] = True
     attention_maps: ClassVar[tuple[str, ...]] = ("encoder",)  # global and sliding-window layers
+    distills_students: ClassVar[bool] = True
+    distills_teachers: ClassVar[bool] = True
     refusals: ClassVar[dict[str, str]] = {
         "generate": f"ModernBERT is a bidirectional masked-LM encoder; {GENERATES}",
-        "distillation student": STUDENT_IS_BERT,
-        "distillation teacher": TEACHER_IS_BERT,
     }
 
     # ---- pretraining ------------------------------------------------------------------------
@@ -124,6 +129,28 @@ class ModernBertFamily(Architecture):
 
     def encoder_flops_per_token(self, config: Any, seq_len: int) -> float:
         return modernbert_pretraining.flops_per_token(config, seq_len)
+
+    # ---- task distillation --------------------------------------------------------------
+    def fine_tuned(self, path: Any, step: int | None) -> FineTuned:
+        path = epath.Path(path)
+        if (path / "checkpoints").is_dir():  # a workdir fine-tuned from a ModernBERT directory
+            run = read_workdir_config(path)
+            config = ModernBertConfig.from_hf_dict(run["modernbert"], str(path / "config.json"))
+            task_family = saved_task_family(run)
+            params = modernbert_hf.unscan(restore_workdir_params(path, step), config)
+            return FineTuned(
+                config.replace(scan_layers=False), params, task_family, tokenizer_file_in(path),
+                run.get("do_lower_case"), run.get("task", "") if task_family == "glue" else "",
+            )  # fmt: skip
+        config, params, architecture = modernbert_hf.load_hf_dir(path)
+        heads = {arch: family for family, arch in modernbert_hf.TASK_ARCHITECTURES.items()}
+        raw = read_json_object(path / "config.json", f"{path}: no config.json")
+        id2label = raw.get("id2label") or {}
+        return FineTuned(
+            config, params, heads.get(architecture, ""), tokenizer_file_in(path),
+            hf.guess_do_lower_case(path),
+            label_names=tuple(str(id2label.get(str(i), "")) for i in range(len(id2label))),
+        )  # fmt: skip
 
     def _no_bilstm(self, bilstm_size: int) -> None:
         if bilstm_size:

@@ -1,6 +1,7 @@
 """Load an encoder-decoder from a Hugging Face T5 directory or a bert-jax seq2seq workdir (its
-config.json holds the model under "seq2seq" and may name the sentencepiece model under
-"spm_model"), with the sentencepiece model to read and write text."""
+config.json holds the model under "seq2seq" and may name the tokenizer under "spm_model"), with
+the tokenizer to read and write text: spiece.model, or the tokenizer.json transformers v5 saves
+alone (`T5Vocab` reads both)."""
 
 from __future__ import annotations
 
@@ -15,13 +16,14 @@ from bert_jax.errors import BertJaxError
 from bert_jax.families.t5_checkpoints import read_t5_dir
 from bert_jax.interop.workdir_params import restore_workdir_params
 from bert_jax.model.seq2seq import Seq2SeqConfig, unstack_seq2seq
+from bert_jax.tokenization.t5_vocab import t5_tokenizer_in
 
 
 @dataclasses.dataclass(frozen=True)
 class Seq2SeqPretrained:
     config: Seq2SeqConfig
     params: dict  # unboxed, looped layout, float32 numpy
-    spm_model: epath.Path | None
+    spm_model: epath.Path | None  # spiece.model or tokenizer.json
     source: str
 
 
@@ -34,8 +36,7 @@ def load_seq2seq(path: str | os.PathLike, step: int | None = None) -> Seq2SeqPre
     if not (path / "config.json").exists():
         raise BertJaxError(f"{path}: no config.json (not a Hugging Face T5 dir or a workdir)")
     cfg, params = read_t5_dir(path)
-    spm = path / "spiece.model"
-    return Seq2SeqPretrained(cfg, params, spm if spm.exists() else None, str(path))
+    return Seq2SeqPretrained(cfg, params, t5_tokenizer_in(path), str(path))
 
 
 def _load_workdir(path: epath.Path, step: int | None) -> Seq2SeqPretrained:
@@ -46,7 +47,7 @@ def _load_workdir(path: epath.Path, step: int | None) -> Seq2SeqPretrained:
     params = unstack_seq2seq(restore_workdir_params(path, step))
     # The workdir's own copy first: the recorded path may be relative to another directory.
     spm = record.get("spm_model") or (record.get("config") or {}).get("spm_model")
-    candidates = (path / "spiece.model", epath.Path(spm) if spm else None)
+    candidates = (t5_tokenizer_in(path), epath.Path(spm) if spm else None)
     found = [p for p in candidates if p is not None and p.exists()]
     return Seq2SeqPretrained(cfg, params, found[0] if found else None, str(path))
 

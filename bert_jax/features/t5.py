@@ -46,7 +46,9 @@ def load_t5(
     pre = load_seq2seq(path)
     spm = vocab_file or pre.spm_model
     if not spm:
-        raise BertJaxError(f"{path}: no spiece.model (T5's tokenizer); pass --vocab_file")
+        raise BertJaxError(
+            f"{path}: no spiece.model or tokenizer.json (T5's tokenizer); pass --vocab_file"
+        )
     config = dataclasses.replace(pre.config, scan_layers=False, remat_policy="none", dtype=dtype)
     return config, pre.params, T5Vocab.for_model(spm, config.vocab_size)
 

@@ -183,6 +183,41 @@ def reads_unmasked_text(objective: Objective, masking: MaskingSpec | None) -> bo
     return masking is not None or objective.masking is None
 
 
+def _packing(features: dict[str, np.ndarray]) -> int:
+    """Instances per row of a decoded record: 1 unpacked, else its next_sentence_labels."""
+    return int(features["next_sentence_labels"].size) if "pack_ids" in features else 1
+
+
+def _check_same_packing(first_path: str, first: dict[str, np.ndarray], path: str) -> None:
+    """A later file that fails the first file's schema because it is packed otherwise is named as
+    such, not by the length of one feature (called only once it failed: files that agree cost
+    no extra read)."""
+    from bert_jax.shards.example import decode
+    from bert_jax.shards.tfrecord import RecordReader
+
+    try:
+        with RecordReader(path, chunk_bytes=1 << 16) as reader:
+            features = decode(next(reader))
+        theirs, ours = _packing(features), _packing(first)
+    except Exception:  # unreadable or not our records: the schema's own error says so
+        return
+    if theirs == ours:
+        return
+    if min(theirs, ours) > 1:
+        raise BertJaxError(
+            f"the files mix shards packed with pack_sequences {ours} and {theirs}: {first_path} "
+            f"and {path}; train on one kind, or rewrite them all with one create-pretraining-data "
+            "--pack_sequences"
+        )
+    packed, unpacked = (path, first_path) if theirs > 1 else (first_path, path)
+    n = max(theirs, ours)
+    raise BertJaxError(
+        f"the files mix packed and unpacked shards: {packed} (pack_sequences={n}) and {unpacked} "
+        "(unpacked); train on one kind, or rewrite the unpacked ones with "
+        f"create-pretraining-data --pack_sequences={n}"
+    )
+
+
 def check_files(
     files: list[str], schema: Schema, unmasked_text: bool, vocab_size: int | None = None
 ) -> Schema:
@@ -191,11 +226,15 @@ def check_files(
     their masks, whose masked_lm_ids hold every token [MASK] (or a random id) replaced:
     `finish_batch` puts them back (`restore_text`), so such a run reads the original text."""
     read = schema
+    first: dict[str, np.ndarray] = {}
     for i, path in enumerate(files):
         try:
             features = check_first_record(path, read)
         except BertJaxError as e:
+            if first:
+                _check_same_packing(files[0], first, path)
             raise _with_length_flag(e) from None
+        first = first or features
         check_ids(features, vocab_size, f"{path}: record 0")
         if i == 0 and unmasked_text and "masked_lm_positions" in features:
             length = int(features["masked_lm_positions"].size)

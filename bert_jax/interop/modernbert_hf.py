@@ -245,6 +245,7 @@ def convert(path: str | os.PathLike, out_dir: str | os.PathLike, labels_of=None)
             raise BertJaxError(f"{d / 'config.json'}: holds no modernbert model entry")
         config = mb.ModernBertConfig.from_hf_dict(run["modernbert"], str(d / "config.json"))
         params = restore_workdir_params(d)
+        params.pop("teacher", None)  # an online distillation's frozen teacher, not the model
         family = saved_task_family(run)
         if family not in TASK_ARCHITECTURES:
             raise BertJaxError(f"{d}: a ModernBERT {family} run has no transformers class here")

@@ -245,7 +245,8 @@ def finetune(cfg, workdir: str | epath.Path) -> dict[str, float]:
     student_vocab = cfg.vocab_file or getattr(pre, "vocab_file", None)
     distill = Distillation.from_config(cfg, student_vocab, tokenizer)  # checks before the data
     if distill and not family.distills_students:
-        raise BertJaxError("config distill: the student must be a BERT-family encoder")
+        raise BertJaxError(f"config distill: {family.title} is not a distillation student: "
+                           f"{family.refusal('distillation student')}")  # fmt: skip
     job.load(tokenizer)
     if distill:
         logging.info("distillation rows: %s", distill.use_rows(job, tokenizer))

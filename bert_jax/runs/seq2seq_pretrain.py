@@ -14,6 +14,7 @@ from etils import epath
 from bert_jax.aot.pretraining import check_trainer_fits
 from bert_jax.errors import BertJaxError
 from bert_jax.pretraining.seq2seq import seq2seq_pretraining_task
+from bert_jax.tokenization.t5_vocab import SPIECE, TOKENIZER_JSON
 from bert_jax.train.loop import TrainResult, maybe_initialize_distributed, train
 from bert_jax.train.settings import train_settings
 
@@ -25,7 +26,8 @@ def run_seq2seq_pretraining(config: Any, workdir: str, batches: Any = None) -> T
     maybe_initialize_distributed(settings)
     task = seq2seq_pretraining_task(config)
     wd = epath.Path(workdir)
-    spm = wd / "spiece.model"  # transformers' file name; the workdir is self-contained
+    # transformers' file names (spiece.model, or a T5 tokenizer.json); the workdir is self-contained
+    spm = wd / (TOKENIZER_JSON if str(config.spm_model).endswith(".json") else SPIECE)
     if jax.process_index() == 0 and not spm.exists():
         wd.mkdir(parents=True, exist_ok=True)
         epath.Path(config.spm_model).copy(spm)

@@ -79,8 +79,8 @@ def glue_prediction(spec: glue.GlueSpec, output: str) -> float:
 def squad_items(path: str) -> list[tuple[str, str, str, bool]]:
     """(id, input, target, is_impossible) per question of a SQuAD JSON file."""
     items = []
-    for article in squad.load_dataset(path):
-        for para in article.get("paragraphs", []):
+    for a, article in enumerate(squad.load_dataset(path)):
+        for para in squad.paragraphs_of(article, f"{path}: data[{a}]"):
             for qa in para.get("qas", []):
                 answers = squad.answers_of(qa, f"{path}: question {qa.get('id')}")
                 impossible = bool(qa.get("is_impossible", False)) or not answers
@@ -166,10 +166,18 @@ def finetune(cfg, workdir: str | epath.Path) -> dict[str, float]:
     is an encoder-decoder); `cfg.max_target_length` bounds targets and decoding."""
     if cfg.sweep or cfg.num_seeds > 1:
         raise BertJaxError("text-to-text fine-tuning: sweep and num_seeds > 1 are not built")
+    if cfg.get("pack_examples", False):  # was silently ignored: the run equalled an unpacked one
+        raise BertJaxError(
+            "config pack_examples: not built for text-to-text fine-tuning of an encoder-decoder "
+            "(its attention has no per-example masks to keep packed examples apart); drop "
+            "--config.pack_examples"
+        )
     pre: Seq2SeqPretrained = load_seq2seq(cfg.init_checkpoint)
     spm = cfg.vocab_file or pre.spm_model
     if not spm:
-        raise BertJaxError(f"{cfg.init_checkpoint}: no spiece.model; set --config.vocab_file")
+        raise BertJaxError(
+            f"{cfg.init_checkpoint}: no spiece.model or tokenizer.json; set --config.vocab_file"
+        )
     vocab = T5Vocab.for_model(spm, pre.config.vocab_size)
     data = _Data(cfg)
     targets_length = int(cfg.max_target_length)

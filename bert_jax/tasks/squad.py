@@ -107,7 +107,7 @@ def read_examples(
     stats = ReadStats()
     examples = []
     for a, article in enumerate(load_dataset(path)):
-        for p, para in enumerate(article.get("paragraphs", [])):
+        for p, para in enumerate(paragraphs_of(article, f"{path}: data[{a}]")):
             where = f"{path}: data[{a}].paragraphs[{p}]"
             context = _field(para, "context", str, where)
             words, char_to_word = split_on_whitespace(context)
@@ -136,6 +136,22 @@ def read_examples(
             "skipped (answer_start outside the context, not a number, or misaligned)"
         )
     return examples, stats
+
+
+def paragraphs_of(article: object, where: str) -> list:
+    """An article's `paragraphs` (absent: none); anything but a list would be iterated by
+    character, and its first "paragraph" reported as missing its context."""
+    if not isinstance(article, dict):
+        raise BertJaxError(
+            f'{where} is a {type(article).__name__}, expected an object {{"paragraphs": [...]}}'
+        )
+    paragraphs = article.get("paragraphs", [])
+    if not isinstance(paragraphs, list):
+        raise BertJaxError(
+            f"{where}.paragraphs is a {type(paragraphs).__name__}, expected a list of "
+            '{"context": ..., "qas": [...]} objects'
+        )
+    return paragraphs
 
 
 def answers_of(qa: dict, where: str) -> list[dict]:

@@ -1,8 +1,11 @@
 """T5's vocabulary: a sentencepiece model with pad=0, eos=1, unk=2 (T5's layout), plus `extra_ids`
 sentinel ids above the model's pieces, `<extra_id_0>` = vocab_size - 1 counting down (as T5's
-`SentencePieceVocabulary` and transformers' T5Tokenizer number them).
+`SentencePieceVocabulary` and transformers' T5Tokenizer number them). A Unigram tokenizer.json
+(what transformers v5 saves for T5, without spiece.model) is read as well: its pieces run through
+`tokenizers` and its sentinels keep the ids the file gives them.
 
     vocab = T5Vocab("spiece.model")            # extra_ids=100
+    vocab = T5Vocab("hf-dir/tokenizer.json")   # the file's <extra_id_N> tokens
     ids = vocab.encode("some text")            # pieces + [eos]
     vocab.sentinel(0), vocab.size, vocab.decode(ids)
     train_t5_spm(["corpus.txt"], "out/", vocab_size=2000)   # writes out/spiece.model
@@ -10,6 +13,7 @@ sentinel ids above the model's pieces, `<extra_id_0>` = vocab_size - 1 counting 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import tempfile
@@ -23,19 +27,90 @@ from bert_jax.tokenization.sentencepiece_tokenizer import load_sentencepiece
 
 PAD_ID, EOS_ID, UNK_ID = 0, 1, 2
 _SENTINEL = re.compile(r"<extra_id_(\d+)>")
+SPIECE, TOKENIZER_JSON = "spiece.model", "tokenizer.json"
+
+
+def t5_tokenizer_in(directory: str | os.PathLike) -> epath.Path | None:
+    """A T5 directory's tokenizer: spiece.model, else the tokenizer.json transformers v5 saves
+    alone; None without either."""
+    d = epath.Path(directory)
+    return next((d / n for n in (SPIECE, TOKENIZER_JSON) if (d / n).exists()), None)
+
+
+class _JsonPieces:
+    """A Unigram tokenizer.json behind the few SentencePieceProcessor calls T5Vocab's users make
+    (`vocab.sp`); its <extra_id_N> tokens are T5Vocab's sentinels, not pieces."""
+
+    def __init__(self, path: epath.Path) -> None:
+        from tokenizers import Tokenizer
+
+        from bert_jax.tokenization.json_tokenizer import read_tokenizer_json
+
+        raw = read_tokenizer_json(path)
+        if raw["model"].get("type") != "Unigram":
+            raise BertJaxError(
+                f"{path}: a {raw['model'].get('type')} tokenizer; T5's tokenizer.json is a Unigram "
+                f"one (or give its {SPIECE})"
+            )
+        try:
+            self.backend = Tokenizer.from_str(json.dumps(raw))
+        except Exception as e:  # tokenizers raises a bare Exception on a malformed file
+            raise BertJaxError(f"{path}: not a tokenizers JSON file ({e})") from None
+        self.backend.post_processor = None  # T5Vocab appends EOS itself
+        self.backend.no_truncation()
+        self.backend.no_padding()
+        vocab = self.backend.get_vocab(with_added_tokens=True)
+        matches = {t: _SENTINEL.fullmatch(t) for t in vocab}
+        self.sentinels = {int(m.group(1)): vocab[t] for t, m in matches.items() if m}
+        self.size = max(vocab.values()) + 1
+        # The pieces lie below every sentinel (T5's layout): a piece above one would be read as
+        # a sentinel by `is_sentinel`.
+        self.pieces = min(self.sentinels.values(), default=self.size)
+        stray = sorted(t for t, m in matches.items() if not m and vocab[t] >= self.pieces)
+        if stray:
+            raise BertJaxError(
+                f"{path}: token {stray[0]!r} has an id above an <extra_id_N>; T5's layout puts "
+                "every piece below the sentinels"
+            )
+        self._pad, self._eos = vocab.get("<pad>", -1), vocab.get("</s>", -1)
+
+    def pad_id(self) -> int:
+        return self._pad
+
+    def eos_id(self) -> int:
+        return self._eos
+
+    def GetPieceSize(self) -> int:  # noqa: N802 (SentencePieceProcessor's name)
+        return self.pieces
+
+    def EncodeAsIds(self, text: str | list[str]) -> list:  # noqa: N802
+        """As sentencepiece's: a list of texts gives a list of id lists."""
+        if isinstance(text, list):
+            return [e.ids for e in self.backend.encode_batch(text, add_special_tokens=False)]
+        return self.backend.encode(text, add_special_tokens=False).ids
+
+    def DecodeIds(self, ids: Sequence[int]) -> str:  # noqa: N802
+        return self.backend.decode([int(i) for i in ids], skip_special_tokens=False)
+
+    def IdToPiece(self, i: int) -> str:  # noqa: N802
+        return self.backend.id_to_token(int(i))
 
 
 class T5Vocab:
     def __init__(self, model_file: str | os.PathLike, extra_ids: int = 100) -> None:
         self.model_file = str(model_file)
-        self.sp = load_sentencepiece(model_file)
+        json_file = epath.Path(model_file).name.endswith(".json")
+        sp = _JsonPieces(epath.Path(model_file)) if json_file else load_sentencepiece(model_file)
+        self.sp = sp
         if (self.sp.pad_id(), self.sp.eos_id()) != (PAD_ID, EOS_ID):
             raise BertJaxError(
                 f"{model_file}: pad/eos ids are {self.sp.pad_id()}/{self.sp.eos_id()}, T5 needs "
                 f"{PAD_ID}/{EOS_ID} (train it with build-vocab --t5_spiece)"
             )
-        self.extra_ids = extra_ids
         self.pieces = self.sp.GetPieceSize()
+        # sentinel number -> id: the file's own for a tokenizer.json, else counted down from the top
+        self._sentinel_ids = self.sp.sentinels if json_file else None
+        self.extra_ids = len(self._sentinel_ids) if json_file else extra_ids
 
     @classmethod
     def for_model(cls, model_file: str | os.PathLike, model_vocab_size: int) -> T5Vocab:
@@ -44,7 +119,13 @@ class T5Vocab:
         if model_vocab_size < vocab.pieces:
             raise BertJaxError(f"{model_file}: {vocab.pieces} pieces, the model has only "
                                f"{model_vocab_size} embeddings")  # fmt: skip
-        vocab.extra_ids = min(100, model_vocab_size - vocab.pieces)
+        if vocab._sentinel_ids is None:
+            vocab.extra_ids = min(100, model_vocab_size - vocab.pieces)
+        elif vocab.sp.size > model_vocab_size:
+            raise BertJaxError(
+                f"{model_file}: ids up to {vocab.sp.size - 1} (its <extra_id_N> tokens), the model "
+                f"has only {model_vocab_size} embeddings; give the model's own tokenizer"
+            )
         return vocab
 
     @property
@@ -60,9 +141,15 @@ class T5Vocab:
         return PAD_ID
 
     def sentinel(self, i: int) -> int:
-        if not 0 <= i < self.extra_ids:
+        if not 0 <= i < self.extra_ids or (self._sentinel_ids and i not in self._sentinel_ids):
             raise BertJaxError(f"sentinel {i}: the vocab has {self.extra_ids} extra ids")
-        return self.size - 1 - i
+        return self.size - 1 - i if self._sentinel_ids is None else self._sentinel_ids[i]
+
+    def sentinel_number(self, token_id: int) -> int:
+        """N of the `<extra_id_N>` that `token_id` is (`is_sentinel(token_id)`)."""
+        if self._sentinel_ids is None:
+            return self.size - 1 - token_id
+        return next((n for n, i in self._sentinel_ids.items() if i == token_id), -1)
 
     def is_sentinel(self, token_id: int) -> bool:
         return token_id >= self.pieces
@@ -92,7 +179,7 @@ class T5Vocab:
                 continue
             if self.is_sentinel(t):
                 parts.append(self.sp.DecodeIds(run))
-                parts.append(f"<extra_id_{self.size - 1 - t}>")
+                parts.append(f"<extra_id_{self.sentinel_number(t)}>")
                 run = []
             else:
                 run.append(t)

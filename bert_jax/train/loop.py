@@ -188,6 +188,7 @@ def _train_locked(
         async_save=settings.async_checkpoints,
     )
     writer = None
+    failed = True
     try:
         record = config_record(config, workdir_config)
         resume_step = ckpt.latest_step()
@@ -211,11 +212,25 @@ def _train_locked(
         else:
             state = trainer.init_state(init_params)
         writer = MetricsWriter(workdir, resume_step=resume_step)
-        return _run(settings, task, trainer, state, it, ckpt, writer, console)
+        result = _run(settings, task, trainer, state, it, ckpt, writer, console)
+        failed = False
+        return result
     finally:
-        ckpt.close()
-        if writer is not None:
-            writer.close()
+        _close(ckpt, writer, failed)
+
+
+def _close(ckpt: Checkpointer, writer: MetricsWriter | None, failed: bool) -> None:
+    """Close both whatever either raises (a writer left open flushes again at exit, on a full
+    disk as a traceback); when the run already failed, its own error is the one reported."""
+    errors = []
+    for close in (ckpt.close, writer.close if writer is not None else None):
+        try:
+            if close is not None:
+                close()
+        except Exception as e:
+            errors.append(e)
+    if errors and not failed:
+        raise errors[0]
 
 
 def _run(

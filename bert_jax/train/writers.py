@@ -6,6 +6,7 @@ at `close()`."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -17,6 +18,7 @@ import jax
 from etils import epath
 
 from bert_jax.atomic_write import is_local, write_bytes_atomic, write_text_atomic
+from bert_jax.errors import BertJaxError
 
 
 def _float(v: Any) -> float | int:
@@ -105,8 +107,11 @@ class MetricsWriter:
         record = {"step": int(step), **{k: _float(v) for k, v in metrics.items()}}
         line = json.dumps(record) + "\n"
         if self._append:
-            with self.path.open("a") as f:
-                f.write(line)
+            try:
+                with self.path.open("a") as f:
+                    f.write(line)
+            except OSError as e:  # a full disk: one line naming the file
+                raise BertJaxError(f"{self.path}: writing metrics failed ({e})") from None
         else:
             self._lines.append(line)
             self._dirty = True
@@ -127,15 +132,39 @@ class MetricsWriter:
             return
         self._upload()
         if self._tb is not None:
-            self._tb.flush()
+            try:
+                self._tb.flush()
+            except OSError as e:  # a full disk: one line naming the directory
+                raise _events_failed(self._tb, e) from None
 
     def close(self) -> None:
         if not self.enabled:
             return
-        self._upload()
-        if self._tb is not None:
-            self._tb.close()
-            self._tb = None
+        tb, self._tb = self._tb, None
+        try:
+            self._upload()
+        finally:
+            if tb is not None:
+                _close_events(tb)
+
+
+def _close_events(tb: Any) -> None:
+    """tensorboardX's writer closed, once. A close that fails (a full disk) is one line; its
+    worker thread is stopped and the writer marked closed (tensorboardX 2.6's own fields), or
+    its atexit hook would close it again and print tracebacks after the run's own error."""
+    writers = list((tb.all_writers or {}).values())  # close() drops them, raising or not
+    try:
+        tb.close()
+    except OSError as e:
+        for writer in writers:
+            with contextlib.suppress(Exception):
+                writer.event_writer._worker.stop()
+            writer.event_writer._closed = True
+        raise _events_failed(tb, e) from None
+
+
+def _events_failed(tb: Any, e: OSError) -> BertJaxError:
+    return BertJaxError(f"{tb.logdir}: writing TensorBoard events failed ({e})")
 
 
 def _duration(seconds: float) -> str:

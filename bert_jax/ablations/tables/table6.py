@@ -55,7 +55,12 @@ def plot(doc: dict, ax: Axes) -> None:
     from matplotlib.ticker import NullFormatter
 
     points = sorted((stack_size(arm)[0], row["mlm_ppl"]["median"], arm)
-                    for arm, row in doc["arms"].items())  # fmt: skip
+                    for arm, row in doc["arms"].items() if "mlm_ppl" in row)  # fmt: skip
+    if not points:  # --only_tasks left the perplexity out: nothing to draw, say so
+        ax.text(0.5, 0.5, "no mlm_ppl column in this render (--only_tasks)", ha="center",
+                transform=ax.transAxes)  # fmt: skip
+        ax.set_axis_off()
+        return
     ax.plot([p[0] for p in points], [p[1] for p in points], marker="o")
     for i, (x, y, arm) in enumerate(points):  # arms of one size (A=1, A=2): lower one below
         below = i + 1 < len(points) and points[i + 1][0] == x

@@ -7,9 +7,11 @@ The rows (task rows first, then transfer rows, in input order) are cut into shar
 `examples_per_shard`; worker k of n labels shards k, k+n, ...; each shard is written under a
 temporary name and renamed when complete, and a rerun skips the shards that exist, so a killed
 run resumes, and the shards are the same bytes for any number of workers (each shard's rows are
-labelled in the same batches). `plan.json` records what is labelled; a rerun into the same
-directory with other inputs is refused. The worker that finds every shard written writes
-stats.json, the mark of a complete cache.
+labelled in the same batches). A rerun also checks the shards that exist (their record counts,
+and their sizes where stats.json records them) and writes a damaged one again, and it removes
+the temporary files of a killed run's unfinished shards. `plan.json` records what is labelled;
+a rerun into the same directory with other inputs is refused. The worker that finds every shard
+written writes stats.json, the mark of a complete cache.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import numpy as np
 from etils import epath
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from bert_jax.atomic_write import read_json, write_json_atomic
+from bert_jax.atomic_write import read_json_object, write_json_atomic
 from bert_jax.errors import BertJaxError
 from bert_jax.shards.tfrecord import TFRecordWriter
 from bert_jax.tasks.arrays import eval_batches
@@ -71,7 +73,7 @@ def _digest(arrays: dict[str, np.ndarray]) -> str:
 def _check_plan(out: epath.Path, plan: dict) -> None:
     path = out / "plan.json"
     if path.exists():
-        old = read_json(path, f"{path}: unreadable")
+        old = read_json_object(path, f"{path}: unreadable")
         if old != plan:
             changed = sorted(k for k in plan if old.get(k) != plan[k])
             raise BertJaxError(
@@ -80,6 +82,16 @@ def _check_plan(out: epath.Path, plan: dict) -> None:
             )
     else:
         write_json_atomic(path, plan, sort_keys=True, indent=1)
+
+
+def _recorded_sizes(out: epath.Path, num_shards: int) -> list[int | None]:
+    """Each shard's size as a finished labelling's stats.json records it (None: not known)."""
+    path = out / "stats.json"
+    stats = read_json_object(path, f"{path}: unreadable") if path.exists() else {}
+    sizes = stats.get("shard_bytes")
+    if not isinstance(sizes, list) or len(sizes) != num_shards:  # unfinished, or older
+        return [None] * num_shards
+    return sizes
 
 
 def label(
@@ -140,12 +152,26 @@ def label(
     out.mkdir(parents=True, exist_ok=True)
     _check_plan(out, plan)
     feats = cache.schema(cfg.task_family, cfg.max_seq_length, t.num_outputs, regression)
+    sizes = _recorded_sizes(out, num_shards)
+
+    def problem(i: int) -> str:
+        rows = cache.shard_rows(i, n, examples_per_shard)
+        return cache.shard_problem(out / cache.shard_name(i, num_shards), rows, sizes[i])
+
     predictor = None
     written = 0
     for i in range(worker_index, num_shards, num_workers):
         path = out / cache.shard_name(i, num_shards)
+        # A killed run's unfinished shard: its writer's temporary file (only this worker
+        # writes shard i, so none of them is a live writer's).
+        for tmp in out.glob(f".{path.name}.tmp-*"):
+            tmp.unlink(missing_ok=True)
         if path.exists():
-            continue  # finished by an earlier run (shards appear only when complete)
+            why = problem(i)
+            if not why:
+                continue  # finished by an earlier run (shards appear only when complete)
+            logging.warning("%s: %s; labelling it again", path, why)
+            (out / "stats.json").unlink(missing_ok=True)  # the cache is incomplete until then
         predictor = predictor or TeacherPredictor(t, cfg.max_seq_length, cfg.eval_batch_size)
         part = {
             k: v[i * examples_per_shard : (i + 1) * examples_per_shard] for k, v in rows.items()
@@ -155,8 +181,9 @@ def label(
             for record in cache.records(part, logits, feats):
                 writer.write(record)
         written += 1
+        sizes[i] = None  # just written: the stats.json written below records its size
         logging.info("%s: %d rows labelled", path, len(logits))
-    missing = [i for i in range(num_shards) if not (out / cache.shard_name(i, num_shards)).exists()]
+    missing = [i for i in range(num_shards) if problem(i)]
     if missing:
         return {"shards_written": written, "shards_missing": len(missing)}
     stats = dict(plan)
@@ -169,6 +196,9 @@ def label(
             "teacher_vocab_sha256": vocab_fingerprint(t.vocab_file),
             "teacher_vocab_size": t.config.vocab_size,
             "schema": [[f.name, f.length, f.dtype] for f in feats],
+            "shard_bytes": [
+                (out / cache.shard_name(i, num_shards)).stat().length for i in range(num_shards)
+            ],
         }
     )
     if not (out / "stats.json").exists():

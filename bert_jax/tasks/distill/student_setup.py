@@ -48,6 +48,9 @@ class Distillation:
                                "or the teacher to run online)")  # fmt: skip
         if cfg.get("feature_based"):
             raise BertJaxError("config distill: not with feature_based (frozen features)")
+        if d.max_transfer_examples < 0:  # a slice with it would keep all but the last rows
+            raise BertJaxError(f"config distill.max_transfer_examples={d.max_transfer_examples}: "
+                               "must be >= 0 (0 = all rows)")  # fmt: skip
         losses.check_loss(d.loss, cfg.task_family == "glue" and get_spec(cfg.task).is_regression)
         mine = vocab_fingerprint(student_vocab) if student_vocab else ""
         if d.teacher:

@@ -1,6 +1,8 @@
 """A fine-tuned teacher: a fine-tuning workdir of ours or a Hugging Face directory whose model has
 a task head (*ForSequenceClassification, *ForTokenClassification, *ForQuestionAnswering), as the
-task model of `bert_jax.tasks.train_tasks` with its weights, tokenizer and task family.
+task model of `bert_jax.tasks.train_tasks` with its weights, tokenizer and task family. Which
+architectures teach is the registry's (`distills_teachers`); one with its own reader (ModernBERT)
+gives it as `fine_tuned`, the BERT family's is here.
 
     teacher = load_teacher(path, cfg)        # checks it fits the fine-tuning config `cfg`
     task = teacher.task(max_seq_length, batch)   # task.predict(teacher.params, batch) -> logits
@@ -14,10 +16,12 @@ import hashlib
 import numpy as np
 from etils import epath
 
+from bert_jax import families
 from bert_jax.atomic_write import read_json_object
 from bert_jax.checkpoint import read_workdir_config, restore_params
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
+from bert_jax.families.base import FineTuned
 from bert_jax.interop import load_pretrained
 from bert_jax.interop.hf import _open_weights
 from bert_jax.task_family_key import saved_task_family
@@ -38,7 +42,7 @@ _SENTENCE_HEAD_FAMILIES = ("bert", "albert", "roberta")
 
 @dataclasses.dataclass(frozen=True)
 class Teacher:
-    config: BertConfig
+    config: BertConfig  # or the config of another architecture that teaches (ModernBertConfig)
     params: dict  # the task model's, unboxed, looped layout, float32
     task_family: str  # glue | ner | squad
     num_outputs: int  # classes per example (glue), per token (ner); 2 (start, end) for squad
@@ -74,17 +78,8 @@ def _outputs_of(params: dict, name: str, where: str) -> int:
     return int(np.shape(layer["kernel"])[-1])
 
 
-def _from_workdir(path: epath.Path, step: int | None) -> Teacher:
+def _from_workdir(path: epath.Path, step: int | None, family: str) -> Teacher:
     run = read_workdir_config(path)
-    family = saved_task_family(run)
-    if family not in DISTILLABLE:
-        raise BertJaxError(
-            f"{path}: not a fine-tuned model (its config.json has task_family={family!r}); a "
-            f"teacher needs a task head: fine-tune it on {'/'.join(DISTILLABLE)} first"
-        )
-    if run.get("feature_based") or run.get("bilstm_size"):
-        raise BertJaxError(f"{path}: a BiLSTM head (bilstm_size/feature_based) cannot teach; "
-                           "only the plain task heads do")  # fmt: skip
     if "bert" not in run:
         raise BertJaxError(f"{path}: only BERT-family teachers label data (no 'bert' config)")
     config, params = restore_params(path, step)
@@ -131,6 +126,56 @@ def _hf_head(path: epath.Path, arch: str, family: str, config: BertConfig) -> di
     return {name: linear(name)}
 
 
+def _check_ner_labels(path: epath.Path, names: list[str]) -> None:
+    if names and not all(n.startswith("LABEL_") for n in names) and tuple(names) != ner.LABELS:
+        raise BertJaxError(
+            f"{path}: id2label {names} is not CoNLL-2003's label order {list(ner.LABELS)}"
+        )
+
+
+def _check_workdir_run(path: epath.Path) -> str:
+    """The task family of a fine-tuning workdir that can teach (any architecture)."""
+    run = read_workdir_config(path)
+    family = saved_task_family(run)
+    if family not in DISTILLABLE:
+        raise BertJaxError(
+            f"{path}: not a fine-tuned model (its config.json has task_family={family!r}); a "
+            f"teacher needs a task head: fine-tune it on {'/'.join(DISTILLABLE)} first"
+        )
+    if run.get("feature_based") or run.get("bilstm_size"):
+        raise BertJaxError(f"{path}: a BiLSTM head (bilstm_size/feature_based) cannot teach; "
+                           "only the plain task heads do")  # fmt: skip
+    return family
+
+
+def _from_family(path: epath.Path, model: FineTuned) -> Teacher:
+    """A teacher from an architecture's own reader (`Architecture.fine_tuned`)."""
+    if not model.task_family:
+        raise BertJaxError(
+            f"{path}: no task head; a teacher is a *ForSequenceClassification, "
+            "*ForTokenClassification or *ForQuestionAnswering model"
+        )
+    if model.task_family not in DISTILLABLE:
+        raise BertJaxError(f"{path}: a {model.task_family} head cannot teach; distillation "
+                           f"covers {'/'.join(DISTILLABLE)}")  # fmt: skip
+    if model.task_family == "ner":
+        _check_ner_labels(path, list(model.label_names))
+    if model.vocab_file is None:
+        raise BertJaxError(f"{path}: has no tokenizer ({LOOKED_FOR})")
+    # (ModernBERT names every head's output layer `classifier`, its span head's too)
+    outputs = _outputs_of(model.params, "classifier", str(path))
+    return Teacher(
+        config=model.config,
+        params=model.params,
+        task_family=model.task_family,
+        num_outputs=2 if model.task_family == "squad" else outputs,
+        vocab_file=epath.Path(model.vocab_file),
+        do_lower_case=model.do_lower_case,
+        source=str(path),
+        glue_task=model.glue_task,
+    )
+
+
 def _from_hf(path: epath.Path) -> Teacher:
     missing = f"{path}: no config.json (not a Hugging Face model)"
     raw = read_json_object(path / "config.json", missing)
@@ -150,11 +195,7 @@ def _from_hf(path: epath.Path) -> Teacher:
     params.update(head)
     if family == "ner":
         id2label = raw.get("id2label") or {}
-        names = [id2label.get(str(i), "") for i in range(len(id2label))]
-        if names and not all(n.startswith("LABEL_") for n in names) and tuple(names) != ner.LABELS:
-            raise BertJaxError(
-                f"{path}: id2label {names} is not CoNLL-2003's label order {list(ner.LABELS)}"
-            )
+        _check_ner_labels(path, [id2label.get(str(i), "") for i in range(len(id2label))])
     if pre.vocab_file is None:
         raise BertJaxError(f"{path}: has no tokenizer ({LOOKED_FOR})")
     outputs = 2 if family == "squad" else int(params["classifier"]["kernel"].shape[-1])
@@ -182,7 +223,18 @@ def load_teacher(path: str, cfg, step: int | None = None) -> Teacher:
             f"{path}: a sweep or multi-seed workdir; give one run's directory "
             f"(e.g. {path}/runs/<point>/seed<s>)"
         )
-    teacher = _from_workdir(p, step) if (p / "checkpoints").is_dir() else _from_hf(p)
+    workdir = (p / "checkpoints").is_dir()
+    arch = families.for_checkpoint(p) or families.get("bert")
+    if not arch.distills_teachers:
+        raise BertJaxError(
+            f"{path}: {arch.title} does not teach: {arch.refusal('distillation teacher')}"
+        )
+    run_family = _check_workdir_run(p) if workdir else ""  # before the weights are read
+    own = arch.fine_tuned(p, step)
+    if own is not None:
+        teacher = _from_family(p, own)
+    else:
+        teacher = _from_workdir(p, step, run_family) if workdir else _from_hf(p)
     family = cfg.task_family
     if family not in DISTILLABLE:
         raise BertJaxError(f"config task_family {family!r}: distillation covers {DISTILLABLE}")
@@ -208,7 +260,8 @@ def load_teacher(path: str, cfg, step: int | None = None) -> Teacher:
             f"{path}: the teacher tags {teacher.num_outputs} labels, CoNLL-2003 has "
             f"{len(ner.LABELS)} (task mismatch)"
         )
-    limit = teacher.config.max_sequence_length
+    config = teacher.config  # BertConfig's limit allows for RoBERTa's position offset
+    limit = getattr(config, "max_sequence_length", None) or config.max_position_embeddings
     if cfg.max_seq_length > limit:
         raise BertJaxError(
             f"max_seq_length {cfg.max_seq_length} exceeds the teacher's positions ({limit})"
