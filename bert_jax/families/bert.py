@@ -41,19 +41,13 @@ class BertFamily(Architecture):
 
     def pretraining_flops(self, task: Any, global_batch_size: int) -> float:
         return flops.pretraining_flops_per_step(
-            task.bert_config,
-            global_batch_size,
-            task.max_seq_length,
-            task.spec.predictions_per_seq(task.max_seq_length, task.max_predictions_per_seq),
+            task.bert_config, global_batch_size, task.max_seq_length, _predictions(task),
             task.uses_sentence_head,
-        )
+        )  # fmt: skip
 
     def pretraining_saved_elements(self, task: Any, global_batch_size: int) -> float:
         return flops.pretraining_saved_elements(
-            task.bert_config,
-            global_batch_size,
-            task.max_seq_length,
-            task.spec.predictions_per_seq(task.max_seq_length, task.max_predictions_per_seq),
+            task.bert_config, global_batch_size, task.max_seq_length, _predictions(task)
         )
 
     def export_pretrained(self, task: Any, params: Any, output_dir: str, vocab: Any) -> list[str]:
@@ -119,3 +113,8 @@ def bottom_layers(pre: Any, n: int) -> Any:
             f"config init_num_layers={n}: the checkpoint has {pre.config.num_hidden_layers} layers"
         )
     return dataclasses.replace(pre, config=pre.config.replace(num_hidden_layers=n))
+
+
+def _predictions(task: Any) -> int:
+    """Masked positions per sequence the pretraining task's objective scores."""
+    return task.spec.predictions_per_seq(task.max_seq_length, task.max_predictions_per_seq)
