@@ -3,7 +3,7 @@ pretraining run each came from, and each task's best constant answered on every 
 
 The intervals and verdicts are computed from it (`intervals`). It is saved beside the table's
 json as `<stem>.rows.npz`, so a report can be re-analysed after its workdir is gone, say with
-another bootstrap, without rerunning a single arm:
+another interval, without rerunning a single arm:
 
     bert-jax ablate --rerender experiments/ablations/results/table5_cpu_DATE.json
 """
@@ -20,7 +20,7 @@ from collections.abc import Iterator
 import numpy as np
 from etils import epath
 
-from bert_jax.ablations import stats
+from bert_jax.ablations import interval, stats
 from bert_jax.atomic_write import write_bytes_atomic
 from bert_jax.errors import BertJaxError
 
@@ -54,12 +54,11 @@ class Evidence:
                            self.groups[name][task], None)  # fmt: skip
 
     def intervals(self) -> dict[str, dict[str, dict]]:
-        """Each of `pairs`: A minus B with its paired bootstrap 95% interval over the dev
-        examples and the runs (stats.paired_difference), the runs drawn by pretraining run
-        first."""
+        """Each of `pairs`: A minus B with its calibrated 95% interval over the pretraining runs,
+        fine-tuning runs and dev examples (bert_jax.ablations.interval)."""
         out: dict[str, dict[str, dict]] = {}
         for task, pair, runs_a, runs_b, groups_a, groups_b in self.pairs():
-            d = stats.paired_difference(runs_a, runs_b, task, groups_a=groups_a, groups_b=groups_b)
+            d = interval.difference(runs_a, runs_b, task, groups_a=groups_a, groups_b=groups_b)
             out.setdefault(task, {})[pair] = d
         return out
 

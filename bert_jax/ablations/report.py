@@ -11,7 +11,8 @@ JSON: {"table": T, "scale": S, "finetune": {"epochs", "learning_rate"} or null,
            "discriminator_loss", "constant_loss", "discriminator_auc", "token_alone_loss",
            "token_alone_auc";
            left-to-right LMs {"lm_accuracy", "unigram"})
-       "intervals": {TASK: {"A - B": {"diff", "low", "high", "examples", "runs": [nA, nB]}}},
+       "intervals": {TASK: {"A - B": {"diff", "low", "high", "examples", "runs": [nA, nB],
+           "units": [uA, uB], "unit_kinds": [..], "df", "method": "welch"}}},
        "claims": [{"claim", "holds", "detail", "verdict", "interval"}],   (claims.py)
        "uncalibrated": [TASK],   (when the workdir's calibration table has been run: tasks
            whose ceiling is too close to their floor; claims on them are "not used")
@@ -23,10 +24,12 @@ JSON: {"table": T, "scale": S, "finetune": {"epochs", "learning_rate"} or null,
 `majority` is the training split's most frequent answer scored on dev (kept for scripts that
 read it); `best_constant` is the best single answer on the scored split itself, the baseline an
 arm must beat (bert_jax.ablations.stats.best_constant). `intervals`: every pair of arms sharing
-a task, A minus B with the paired bootstrap 95% interval over dev examples and runs (drawn in two
-levels since 2026-11-28: pretraining runs, then their fine-tuning seeds), and every arm minus the
-best constant ("A - best constant", the constant scored as one run); claims judged by them carry
-a `verdict` (holds, reversed, unresolved at this scale) and their `interval`.
+a task, A minus B with its calibrated 95% interval (bert_jax.ablations.interval: Welch's t over
+the arms' pretraining runs, with the dev examples' sampling added; since 2026-11-29, before which
+it was the paired two-level bootstrap), and every arm minus the best constant ("A - best
+constant", a fixed answer); claims judged by them carry a `verdict` (holds, reversed, unresolved
+at this scale) and their `interval`. An interval over one run in all is unbounded (-Infinity,
+Infinity in the json).
 
 `context_free` is the held-out masked-LM accuracy of answering the most frequent target at
 [MASK] and the shown token elsewhere: a pretrained arm at or below it has not learned to use
@@ -36,6 +39,7 @@ context, and its fine-tuning scores say little about its objective.
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 from etils import epath
@@ -256,16 +260,24 @@ def _against_constant(doc: dict, tasks: list[str]) -> list[str]:
     columns = [t for t in tasks if any(t in row for row in shown.values())]
     if not columns:
         return []
-    lines = ["", "Each arm minus the best constant of the scored split, in points, with its "
-             "paired 95% interval over the scored examples and the arm's runs (its "
-             "pretraining runs, then their fine-tuning seeds):", "",
+    method = ("calibrated 95% interval (Welch's t over its pretraining runs, the scored "
+              "examples' sampling added; bert_jax.ablations.interval)"
+              if any("units" in d for row in shown.values() for d in row.values())
+              else "paired bootstrap 95% interval over the scored examples and the arm's runs")
+    lines = ["", f"Each arm minus the best constant of the scored split, in points, with its "
+             f"{method}:", "",
              "| arm | " + " | ".join(columns) + " |",
              "|---" * (len(columns) + 1) + "|"]  # fmt: skip
     for arm, row in shown.items():
-        cells = [f"{d['diff']:+.2f} [{d['low']:+.2f}, {d['high']:+.2f}]" if (d := row.get(t))
-                 else "" for t in columns]  # fmt: skip
+        cells = [_with_interval(d) if (d := row.get(t)) else "" for t in columns]
         lines.append(f"| {arm} | " + " | ".join(cells) + " |")
     return lines
+
+
+def _with_interval(d: dict) -> str:
+    if math.isinf(d["low"]) or math.isinf(d["high"]):  # one run: no spread to measure
+        return f"{d['diff']:+.2f} (one run: no interval)"
+    return f"{d['diff']:+.2f} [{d['low']:+.2f}, {d['high']:+.2f}]"
 
 
 def verdict_of(claim: dict) -> str:

@@ -1,23 +1,19 @@
 """Per-example scores of fine-tuning runs, the best constant answer of a scored split, and the
-paired bootstrap that turns two arms' runs into an interval on their difference.
+verdicts read off the interval of a difference between two arms (bert_jax.ablations.interval).
 
     rows = example_rows("sst2", task_dir, run_dir)           # N x K sufficient statistics
-    diff = paired_difference([rows_a1, rows_a2], [rows_b1], "sst2")
-    diff["low"], diff["high"], verdict(diff, paper_effect=0.5)
+    d = interval.difference([rows_a1, rows_a2], [rows_b1, rows_b2], "sst2", groups_a=..., ...)
+    verdict(d, paper_effect=0.5)
 
-A task's headline is a function of column sums of its per-example rows, so resampling examples
-is a weighted sum: accuracy (GLUE-layout tasks) has rows [correct]; SQuAD F1 [best F1 against
-the gold answers]; CoNLL entity F1 [true positives, predicted entities, gold entities] per
-sentence (micro F1 = 2 tp / (predicted + gold), seqeval's default conlleval matching).
+A task's headline is a function of column sums of its per-example rows: accuracy (GLUE-layout
+tasks) has rows [correct]; SQuAD F1 [best F1 against the gold answers]; CoNLL entity F1 [true
+positives, predicted entities, gold entities] per sentence (micro F1 = 2 tp / (predicted +
+gold), seqeval's default conlleval matching).
 
-The bootstrap draws, B times, one multiset of the scored examples (the same for both arms: the
-pairing) and, for each arm, a multiset of its runs in two levels: its pretraining runs, then
-each drawn pretraining run's fine-tuning seeds; an arm's score is the mean over its drawn runs
-of the headline on the drawn examples. The 2.5 and 97.5 percentiles of the difference are the
-95% interval. It measures what a rerun on new examples, new pretraining runs and new
-fine-tuning seeds would move, under the assumption that each level is exchangeable. With few
-pretraining runs (2 at `cpu`) the variance between them is poorly known, and the interval is
-rough.
+`two_level_bootstrap` is the interval the tables used until 2026-11-29. It resamples the
+pretraining runs, then each one's fine-tuning runs, and the examples. With two pretraining runs it
+cannot measure the spread between them, and equal arms came out "holds" or "reversed" up to a
+quarter of the time. It is kept as the A/A test's reference (bert_jax.ablations.aa_test).
 """
 
 from __future__ import annotations
@@ -148,7 +144,7 @@ def _constants(kind: str, task_dir: str) -> tuple[list[str], Callable[[str], np.
     return [label for label, _ in collections.Counter(labels).most_common()], correct
 
 
-def paired_difference(
+def two_level_bootstrap(
     runs_a: list[np.ndarray], runs_b: list[np.ndarray], kind: str, draws: int = 2000,
     seed: int = 0, groups_a: list[int] | None = None, groups_b: list[int] | None = None,
 ) -> dict[str, float]:  # fmt: skip
@@ -218,12 +214,29 @@ def majority_baseline(task_dir: str, kind: str) -> float:
 # The name a table's intervals give the best constant answer, set against arms as if an arm.
 BEST_CONSTANT = "best constant"
 HOLDS, REVERSED, UNRESOLVED = "holds", "reversed", "unresolved at this scale"
+# An agreement claim whose interval is wider than twice its margin: it could not hold even if
+# the arms were equal, so it is not a finding either way (the rule, not a measurement).
+UNRESOLVABLE = "unresolvable at this scale (the interval is wider than the margin allows)"
+
+
+def equivalence(diff: dict[str, float], margin: float) -> str:
+    """An agreement claim, "A and B within `margin` points": *holds* when the whole interval
+    lies within +-margin, *reversed* when it lies wholly beyond one side, *unresolvable* when
+    it is wider than 2 x margin, else *unresolved*."""
+    if diff["low"] > margin or diff["high"] < -margin:
+        return REVERSED
+    if diff["high"] - diff["low"] > 2 * margin:
+        return UNRESOLVABLE
+    if -margin <= diff["low"] and diff["high"] <= margin:
+        return HOLDS
+    return UNRESOLVED
 
 
 def verdict(diff: dict[str, float], paper_effect: float | None = None) -> str:
     """*holds* when the interval lies above 0, *reversed* below; *unresolved at this scale* when
     it covers 0, or is wider than the paper's own effect (`paper_effect`, points) so that it
-    could not have told the paper's finding from its absence."""
+    could not have told the paper's finding from its absence (an unbounded interval, over one
+    run, is always unresolved)."""
     if paper_effect is not None and diff["high"] - diff["low"] > abs(paper_effect):
         return UNRESOLVED
     if diff["low"] > 0:

@@ -1,18 +1,21 @@
 """The comparisons the tables' claims are made of: one arm ahead of another on a task, every
-pretrained arm ahead of random init.
+pretrained arm ahead of random init (or of the best constant answer, where random init scores
+below it).
 
 A document with per-example intervals (`doc["intervals"]`, written by bert_jax.ablations.run)
-judges a comparison by the paired bootstrap 95% interval of the difference over examples and
-seeds: *holds* above 0, *reversed* below, *unresolved at this scale* when it covers 0 or is
-wider than the paper's own effect (bert_jax.ablations.stats.verdict). Without them (documents
-written before intervals existed) the old rule stands: ahead by more than 3x the larger seed
-std of the two cells; a cell of one seed has no std, and its detail says so."""
+judges a comparison by the calibrated 95% interval of the difference (bert_jax.ablations.
+interval): *holds* above 0, *reversed* below, *unresolved at this scale* when it covers 0 or is
+wider than the paper's own effect (bert_jax.ablations.stats.verdict); a verdict also gives the
+measured effect as a share of the paper's. Without them (documents written before intervals
+existed) the old rule stands: ahead by more than 3x the larger seed std of the two cells; a cell
+of one seed has no std, and its detail says so."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 from bert_jax.ablations import stats
+from bert_jax.ablations.interval import FIXED, ONE_RUN
 from bert_jax.ablations.tables.base import Claim
 
 RANDOM_INIT = "random init"  # the arm of an untrained model, in every table that has one
@@ -50,12 +53,39 @@ def judged(
     stats.verdict, unless the claim brings its own `verdict` of that interval."""
     verdict = verdict or stats.verdict(d, effect)
     detail = (f"{prefix}difference {d['diff']:+.2f}, 95% interval [{d['low']:+.2f}, "
-              f"{d['high']:+.2f}] over {d['examples']} examples and {d['runs'][0]} x "
-              f"{d['runs'][1]} runs")  # fmt: skip
+              f"{d['high']:+.2f}] over {d['examples']} examples and {_units(d)}")  # fmt: skip
+    out = {"claim": claim, "holds": verdict == stats.HOLDS, "verdict": verdict,
+           "interval": [d["low"], d["high"]], "detail": detail}  # fmt: skip
     if effect is not None:
+        size = size_against_paper(d["diff"], effect)
         detail += f"; the paper's effect {effect:+.1f}"
-    return {"claim": claim, "holds": verdict == stats.HOLDS, "verdict": verdict,
-            "interval": [d["low"], d["high"]], "detail": detail}  # fmt: skip
+        if verdict in (stats.HOLDS, stats.REVERSED) and size is not None:
+            detail += f", measured {size:.2f}x of it"
+            out["size_against_paper"] = size
+        out["detail"] = detail
+    return out
+
+
+def _units(d: dict) -> str:
+    """What the interval was computed over: "2 vs 2 pretraining runs (Welch t, 1.9 df)"; older
+    documents (the bootstrap) name the runs."""
+    if "units" not in d:
+        return f"{d['runs'][0]} x {d['runs'][1]} runs"
+    arms = [(u, k) for u, k in zip(d["units"], d["unit_kinds"], strict=True)
+            if k != FIXED]  # fmt: skip
+    if any(k == ONE_RUN for _, k in arms):
+        return "one run of an arm (no spread to measure: no interval)"
+    if len({k for _, k in arms}) == 1:
+        text = " vs ".join(str(u) for u, _ in arms) + f" {arms[0][1]}"
+    else:
+        text = " vs ".join(f"{u} {k}" for u, k in arms)
+    return f"{text} (Welch t, {d['df']:.1f} df)"
+
+
+def size_against_paper(diff: float, effect: float) -> float | None:
+    """The measured difference as a share of the paper's (1.0: the paper's size; 0.33: a third
+    of it); None when the paper's effect is 0."""
+    return diff / effect if effect else None
 
 
 NOT_USED = "not used: the task is uncalibrated"
@@ -95,13 +125,28 @@ def beats(doc: dict, winner: str, loser: str, task: str, claim: str, by_std: boo
 
 
 def over_random_init(doc: dict) -> Iterator[Claim]:
-    """Every other arm beats random init on each shared task."""
+    """Every other arm beats random init on each shared task: beats the higher of random init
+    and the scored split's best constant answer (random init can sit below that constant, and
+    beating it alone would not show learning)."""
     if RANDOM_INIT not in doc["arms"]:
         return
     for arm, row in doc["arms"].items():
         if arm == RANDOM_INIT:
             continue
         for task in row:
-            if cell(doc, RANDOM_INIT, task) is not None:
-                claim = f"{arm} beats random init on {task} by more than 3x the seed std"
-                yield beats(doc, arm, RANDOM_INIT, task, claim, by_std=True)
+            if (floor := cell(doc, RANDOM_INIT, task)) is None:
+                continue
+            best = doc.get("baselines", {}).get(task, {}).get("best_constant")
+            d = interval(doc, arm, stats.BEST_CONSTANT, task)
+            if best is not None and best > floor["median"] and d is not None:
+                claim = (f"{arm} beats random init on {task} (and the best constant answer, "
+                         f"{best:.2f}, which random init scores below)")  # fmt: skip
+                if (unused := not_used(doc, task, claim)) is not None:
+                    yield unused
+                    continue
+                a = cell(doc, arm, task)
+                yield judged(claim, d, paper_effect(a, floor),
+                             f"{a['median']:.2f} vs {best:.2f}: ")  # fmt: skip
+                continue
+            claim = f"{arm} beats random init on {task} by more than 3x the seed std"
+            yield beats(doc, arm, RANDOM_INIT, task, claim, by_std=True)

@@ -29,17 +29,9 @@ def arms(scale: Scale) -> list[Arm]:
 
 
 def _within(claim: str, d: dict, prefix: str) -> Claim:
-    """A "near chance" claim by the interval of (arm - best constant): *holds* when all of it
-    lies within NEAR_CHANCE_POINTS of 0, *reversed* when all of it lies beyond, else
-    unresolved."""
-    bound = NEAR_CHANCE_POINTS
-    if -bound <= d["low"] and d["high"] <= bound:
-        verdict = stats.HOLDS
-    elif d["low"] > bound or d["high"] < -bound:
-        verdict = stats.REVERSED
-    else:
-        verdict = stats.UNRESOLVED
-    return judged(claim, d, None, prefix, verdict)
+    """A "near chance" claim by the interval of (arm - best constant): stats.equivalence
+    within NEAR_CHANCE_POINTS."""
+    return judged(claim, d, None, prefix, stats.equivalence(d, NEAR_CHANCE_POINTS))
 
 
 def _vs_chance(doc: dict, arm: str, task: str, near: bool) -> Claim:

@@ -28,20 +28,19 @@ def arms(scale: Scale) -> list[Arm]:
 
 
 def _agree_by_intervals(doc: dict, task: str, mixes: list[str]) -> Claim:
-    """Every pair of mixes within the paper's spread on `task`: *holds* when every pairwise
-    interval lies inside +-spread, *reversed* when one lies wholly outside it, else
-    *unresolved at this scale*; None without intervals."""
+    """Every pair of mixes within the paper's spread on `task` (stats.equivalence per pair):
+    *holds* when every pair's does, *reversed* when one pair lies wholly outside the spread,
+    *unresolvable at this scale* when an interval is wider than twice the spread (then no
+    noise level this scale reaches could show agreement), else *unresolved*; None without
+    intervals."""
     pairs = [(a, b, interval(doc, a, b, task)) for a, b in itertools.combinations(mixes, 2)]
     if not pairs or any(d is None for *_, d in pairs):
         return None
     paper = [n for m in mixes if (n := TABLE.paper_number(m, task)) is not None]
     bound = max(paper) - min(paper) if len(paper) > 1 else 1.0
-    if all(-bound <= d["low"] and d["high"] <= bound for *_, d in pairs):
-        verdict = stats.HOLDS
-    elif any(d["low"] > bound or d["high"] < -bound for *_, d in pairs):
-        verdict = stats.REVERSED
-    else:
-        verdict = stats.UNRESOLVED
+    each = {stats.equivalence(d, bound) for *_, d in pairs}
+    verdict = next(v for v in (stats.REVERSED, stats.UNRESOLVABLE, stats.UNRESOLVED, stats.HOLDS)
+                   if v in each)  # fmt: skip
     a, b, d = max(pairs, key=lambda p: p[2]["high"] - p[2]["low"])
     return {
         "claim": f"the masking mixes agree on {task} (every pair within the paper's spread, "
