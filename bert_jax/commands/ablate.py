@@ -12,8 +12,9 @@ offline suite (sst2, mrpc, conll, squad; bert_jax/ablations/suite.py) over --see
 your data with --task KIND:DIR (kinds sst2, mrpc, mnli, conll, squad; the layouts `bert-jax
 finetune` reads), each arm pretrained --pretrain_seeds times. Writes WORKDIR/<table>.json,
 <table>.md (median ± std, the paper's number, the best constant answer of each dev split) and
-plots; every claim is judged by the paired bootstrap 95% interval of its difference over dev
-examples and runs: holds, reversed, or unresolved at this scale. Rerun the same command after
+plots; every claim is judged by a calibrated 95% interval of its difference (Welch's t over the
+arms' pretraining runs, the dev examples' sampling added; bert_jax/ablations/interval.py): holds,
+reversed, or unresolved at this scale. Rerun the same command after
 a kill: finished runs are kept, the rest continue.
 Two sweeps may share a workdir at once: a run the other is training is put off and retried.
 --rerender DOC.json recomputes a written table's intervals and verdicts from the per-example
