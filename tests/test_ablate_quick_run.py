@@ -1,6 +1,7 @@
 """`--quick` runs of every table but 8: every arm end to end on one workdir, resumable, with its
 shared runs trained once, its estimate of what is left, its put-off jobs, some columns only
-(`--only_tasks`) and its intervals again from the saved rows (`--rerender`)."""
+(`--only_tasks`), its intervals again from the saved rows (`--rerender`), and the same table
+assembled elsewhere from the units it kept (`--units_dir`, `--units`, `--plan`)."""
 
 from __future__ import annotations
 
@@ -47,7 +48,8 @@ def test_quick_run_of_every_table_is_complete_and_resumable(tmp_path, monkeypatc
                    if not (tmp_path / "pretrain" / a.pretrain.key).exists()]  # fmt: skip
             held.append(WorkdirLock(tmp_path / "pretrain" / new[0].pretrain.key).acquire())
             messages.clear()
-        docs[table] = ablate(table, scale, str(tmp_path), progress=progress)
+        docs[table] = ablate(table, scale, str(tmp_path), progress=progress,
+                             units_dir=str(tmp_path / "units"))  # fmt: skip
         todo = [m for m in messages if m.startswith("to do:")]  # a fresh workdir says nothing
         if table == "fig5":  # 3 quarters x 2 objectives left; kinds timed in Table 5's runs
             assert len(todo) == 1 and todo[0].startswith("to do: 6 fine-tuning runs (about ")
@@ -208,3 +210,62 @@ def test_quick_run_of_every_table_is_complete_and_resumable(tmp_path, monkeypatc
     assert "left out: sst2, mrpc, squad." in (tmp_path / "5.md").read_text()
     with pytest.raises(BertJaxError, match="--only_tasks: table 5 has no task cola"):
         ablate("5", scale, str(tmp_path), only_tasks=("conll", "cola"))
+
+    _units_assemble_the_same_table(tmp_path, scale, docs["5"])
+
+
+def _units_assemble_the_same_table(tmp_path: pathlib.Path, scale, doc5: dict) -> None:
+    """Every finished run was kept in the units dir as it finished: a fresh workdir (another
+    machine) assembles the same table from them without training; a unit run there joins the
+    others; a unit made on other data is refused, and a new run on a unit's pretraining, whose
+    checkpoint stayed behind, too."""
+    import shutil
+
+    from bert_jax.ablations import provenance
+    from bert_jax.ablations.run import ablate, parse_units, plan
+
+    units, messages = tmp_path / "units", []
+    no_nsp = tables.get("5").arms(scale)[1].pretrain.key  # Figure 5's MLM, Table 6's L1-H64-A2
+    manifest = json.loads((units / "quick" / no_nsp / "manifest.json").read_text())
+    assert manifest["unit"] == no_nsp and manifest["made_by"] == [
+        f"{provenance.commit()} on {provenance.device()}"]
+    assert list((units / "quick" / no_nsp / "finetune").glob(f"{no_nsp}@*"))  # Figure 5's
+    assert not list(units.glob("quick/*/pretrain/*/checkpoints"))
+    elsewhere = tmp_path / "elsewhere"
+    assert ablate("5", scale, str(elsewhere), progress=messages.append,
+                  units_dir=str(units)) == doc5  # fmt: skip
+    assert not any(m.startswith("pretraining") for m in messages)
+    assert not list(elsewhere.glob("pretrain/*/checkpoints"))
+    assert doc5["provenance"]["text_sha256"] == manifest["text_sha256"]
+    with pytest.raises(BertJaxError, match="finished .done.json. but without its checkpoint"):
+        ablate("5", dataclasses.replace(scale, seeds=2), str(tmp_path / "more_seeds"),
+               only_tasks=("mrpc",), progress=messages.append, units_dir=str(units))  # fmt: skip
+    # A machine with every unit but No NSP's: the plan names it, `units` runs it, and the table
+    # from all of them is the first one's.
+    partial = tmp_path / "partial"
+    shutil.copytree(units, partial)
+    shutil.rmtree(partial / "quick" / no_nsp)
+    other = tmp_path / "other"
+    out = plan("5", scale, str(other), units_dir=str(partial), progress=messages.append)
+    assert [u["arms"] for u in out if any(o["runs"] for o in u["left"].values())] == [
+        ["No NSP:0"]]  # fmt: skip
+    assert messages[-1].startswith('run them: bert-jax ablate --table 5 --units "No NSP:0"')
+    units_arg = parse_units(messages[-1].split('"')[1])
+    assert ablate("5", scale, str(other), progress=messages.append, units_dir=str(partial),
+                  units=units_arg) is None  # fmt: skip
+    assert not (other / "5.json").exists()
+    third = ablate("5", scale, str(tmp_path / "third"), progress=messages.append,
+                   units_dir=str(partial))  # fmt: skip
+    assert third["arms"] == doc5["arms"] and third["intervals"] == doc5["intervals"]
+    for bad in ("No NSP", "No NSP:x", ":1"):
+        with pytest.raises(BertJaxError, match="is not ARM:SEED"):
+            parse_units(bad)
+    with pytest.raises(BertJaxError, match="table 5 has no arm 'MLM'"):
+        ablate("5", scale, str(other), units_dir=str(partial), units=(("MLM", 0),))
+    with pytest.raises(BertJaxError, match="give --pretrain_seeds 3 or more"):
+        ablate("5", scale, str(other), units_dir=str(partial), units=(("No NSP", 2),))
+    # Units made from other pretraining text are refused by name.
+    (partial / "quick" / no_nsp / "manifest.json").write_text(
+        json.dumps({**manifest, "text_sha256": "0" * 64}))  # fmt: skip
+    with pytest.raises(BertJaxError, match=f"{no_nsp}: a unit made with another text_sha256"):
+        ablate("5", scale, str(tmp_path / "fourth"), units_dir=str(partial))

@@ -12,22 +12,23 @@ the same numbers:
 from __future__ import annotations
 
 import dataclasses
+import io
 import itertools
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import ml_collections
 import numpy as np
 from etils import epath
 
 from bert_jax import objectives
-from bert_jax.ablations import checks, run_time, stats
+from bert_jax.ablations import checks, provenance, run_time, stats
 from bert_jax.ablations.inputs import FAMILY, released_checkpoint
 from bert_jax.ablations.layout import arm_subdir, budget_subdir, length_suffix, run_kind
 from bert_jax.ablations.scales import BILSTM_HEAD_LR
 from bert_jax.ablations.tables import INTRINSIC, Arm, Pretrain
 from bert_jax.ablations.workdir import Workdir
-from bert_jax.atomic_write import write_json_atomic
+from bert_jax.atomic_write import write_bytes_atomic, write_json_atomic
 from bert_jax.errors import BertJaxError
 from bert_jax.runs import finetune as runner
 from bert_jax.runs.pretrain import run_pretraining
@@ -35,12 +36,25 @@ from bert_jax.train.config import finetune_config, pretrain_config
 from bert_jax.train.lock import WorkdirInUse, WorkdirLock, in_use
 
 _ONE_DEVICE = {"data": 1, "fsdp": 1, "tensor": 1}
+ROWS = "example_rows.npz"  # a fine-tuning run's per-example dev statistics (stats.example_rows)
 
 
 def _last_checkpoint(run: epath.Path) -> int:
     """The step of a pretraining run's latest checkpoint (0 without one)."""
     steps = [int(d.name) for d in (run / "checkpoints").glob("*") if d.name.isdigit()]
     return max(steps, default=0)
+
+
+def _check_has_checkpoint(run: epath.Path) -> None:
+    """A pretraining run brought in from a unit (bert_jax.ablations.units) has no checkpoint:
+    a new fine-tuning run on it is refused rather than made on a retrained model."""
+    if not _last_checkpoint(run):
+        raise BertJaxError(
+            f"{run}: finished (done.json) but without its checkpoint, as a unit brought in from "
+            "another machine is: a unit's runs are finished where it was pretrained, so run "
+            "this job there, or move the unit out of --units_dir and its directory out of "
+            "the workdir to pretrain it again here"
+        )
 
 
 def _pretraining_kind(objective: str, model: str, random: bool) -> str:
@@ -248,6 +262,16 @@ class Harness(Workdir):
             part = "choosing" if run.parent.name.startswith("choose-") else "finetuning"
             yield run_time.Ref(part, run_kind(run), run, True)
 
+    def finished(self, arm: Arm, task: str, seed: int) -> bool:
+        """Whether the job's run has finished; nothing is run or chosen."""
+        if task in INTRINSIC:
+            return bool(arm.pretrain.checkpoint) or (
+                self.root / "pretrain" / arm.pretrain.key / "done.json"
+            ).exists()
+        lr = self.learning_rate(arm, task, choose=False)
+        run = self._finetune_dir(arm, task, seed, lr) if lr is not None else None
+        return run is not None and (run / "eval_results.json").exists()
+
     def finetune(self, arm: Arm, task: str, seed: int) -> float:
         """Dev headline x 100 (accuracy; entity F1; SQuAD F1) of one fine-tuning run."""
         kind = task.removesuffix("_feature")
@@ -262,6 +286,8 @@ class Harness(Workdir):
         src = self.pretrain(arm.pretrain)  # Figure 5: its checkpoint of `arm.step`
         kind = task.removesuffix("_feature")
         results = out / "eval_results.json"
+        if not results.exists() and not arm.pretrain.checkpoint:
+            _check_has_checkpoint(src)
         if not results.exists():
             c = finetune_config(FAMILY[kind])
             c.update(
@@ -297,7 +323,18 @@ class Harness(Workdir):
             return checks.pair_rows(self, arm, task) if task in checks.PAIR_TASKS else None
         kind = task.removesuffix("_feature")
         run = self._finetune_dir(arm, task, seed)
-        return stats.example_rows(kind, self.task_dir(kind), str(run))
+        cached = run / ROWS
+        if not cached.exists():  # kept beside the run: a unit carries it, not the predictions
+            rows = stats.example_rows(kind, self.task_dir(kind), str(run))
+            buffer = io.BytesIO()
+            np.savez_compressed(buffer, rows=rows)
+            write_bytes_atomic(cached, buffer.getvalue())
+        with np.load(io.BytesIO(cached.read_bytes())) as npz:
+            return npz["rows"]
+
+    def provenance(self, run_dirs: Iterable[epath.Path]) -> dict:
+        """A table's provenance from the runs it is made of (provenance.of_table)."""
+        return provenance.of_table(self, self.scale, run_dirs)
 
     def baselines(self, kind: str) -> dict:
         """The constant answers' scores on the scored (dev) split of a downstream kind."""

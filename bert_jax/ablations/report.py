@@ -72,6 +72,7 @@ def write(
     pretraining: dict | None = None, evidence: Evidence | None = None,
     uncalibrated: list[str] | None = None, compute: dict | None = None,
     ceiling: dict | None = None, left_out: list[str] | None = None,
+    provenance: dict | None = None,
 ) -> dict:  # fmt: skip
     """The table document, its md and plot in `out_dir`, and `evidence` (the per-example rows
     its intervals are computed from) beside them."""
@@ -86,6 +87,8 @@ def write(
         doc["ceiling"] = ceiling
     if left_out:  # `--only_tasks`: the table's other columns were not run
         doc["tasks_left_out"] = left_out
+    if provenance is not None:  # bert_jax.ablations.provenance.of_table
+        doc["provenance"] = provenance
     wiring = scale == "quick"  # claims scored on its numbers would read as findings
     doc["claims"] = [] if wiring else claims.check(doc)
     doc["wiring_check"] = wiring
@@ -242,6 +245,11 @@ def markdown(doc: dict) -> str:
                                         "discriminator_auc", "token_alone_auc")]  # fmt: skip
             shown = ["" if v is None else f"{v:.4f}" for v in cells]
             lines.append(f"| {arm} | " + " | ".join(shown) + " |")
+    if p := doc.get("provenance"):
+        lines += ["", f"Rendered by {p['rendered_by']} from runs made by "
+                  f"{'; '.join(p['made_by']) or 'none timed'}; suite v{p['suite_version']} "
+                  f"(sha256 {p['suite_sha256'][:12]}), pretraining text sha256 "
+                  f"{p['text_sha256'][:12]}, settings sha256 {p['settings_sha256'][:12]}."]
     if doc.get("claims"):
         whose = tables.get(doc["table"]).whose
         lines += ["", f"{whose[0].upper()}{whose[1:]} claims at this scale:", ""]

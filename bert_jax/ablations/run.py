@@ -20,6 +20,7 @@ from bert_jax.ablations.evidence import Evidence
 from bert_jax.ablations.harness import Harness
 from bert_jax.ablations.scales import SCALES, Scale
 from bert_jax.ablations.tables import calibration
+from bert_jax.ablations.units import Units
 from bert_jax.config import shape_dims
 from bert_jax.errors import BertJaxError
 from bert_jax.train.lock import WorkdirInUse
@@ -96,6 +97,7 @@ def _run_jobs(
     table: str,
     tasks: dict[str, str],
     progress: Callable[[str], None],
+    finished: Callable[[tables.Arm, str, int], None] | None = None,
 ) -> list[float]:
     """Each job's score, in job order. A job whose pretraining or fine-tuning workdir another
     live process holds (a second `bert-jax ablate` on this workdir, say another table sharing
@@ -120,6 +122,8 @@ def _run_jobs(
                         values[i] = harness.intrinsic(arm, task)
                     else:
                         values[i] = harness.finetune(arm, task, seed)
+                    if finished is not None:
+                        finished(arm, task, seed)
                     continue
                 except WorkdirInUse as e:  # taken between the look and the start
                     why = e.reason
@@ -143,25 +147,43 @@ def ablate(
     tasks: dict[str, str] | None = None,
     progress: Callable[[str], None] = print,
     only_tasks: tuple[str, ...] = (),
-) -> dict:
+    units_dir: str = "",
+    units: tuple[tuple[str, int], ...] = (),
+) -> dict | None:
     """Runs (or continues) every arm of `table`; writes and returns the table document.
-    `only_tasks`: the table's columns to run and report (all when empty)."""
+    `only_tasks`: the table's columns to run and report (all when empty). `units_dir`: finished
+    runs are brought in from the units there first and every finished run is kept there
+    (bert_jax.ablations.units). `units`: run only these (arm, pretraining seed) units of the
+    table, keep them in `units_dir` and write no table (None is returned)."""
     _share_compiled_steps(workdir)
     spec = tables.get(table)
     arms = spec.arms(scale)
     every = list(dict.fromkeys(t for arm in arms for t in arm.tasks))
     arms, left_out = tables.select_tasks(table, arms, only_tasks)
-    report.check_keeps_columns(workdir, table, every, only_tasks)
+    if units and not units_dir:
+        raise BertJaxError("--units: give --units_dir, where the finished units are kept")
+    if not units:
+        report.check_keeps_columns(workdir, table, every, only_tasks)
     tasks = tasks or {}
     harness = Harness(workdir, scale, corpus, tasks, progress)
-    jobs = [(seeded(arm, p), task, seed) for arm in arms
-            for p in range(1 if arm.pretrain.checkpoint else scale.pretrain_seeds)
-            for task in arm.tasks
-            for seed in (range(1) if task in tables.INTRINSIC else range(scale.seeds))]  # fmt: skip
+    jobs = table_jobs(arms, scale)
+    store = _bring_in(harness, units_dir, progress)
+    if units:
+        jobs = unit_jobs(table, arms, scale, jobs, units)
     if (left := harness.to_do(jobs)) is not None:
         progress(left)
     start = time.time()
-    values = _run_jobs(jobs, harness, table, tasks, progress)
+    kept = None if store is None else (
+        lambda arm, task, seed: _keep(store, harness, [(arm, task, seed)]))  # fmt: skip
+    values = _run_jobs(jobs, harness, table, tasks, progress, kept)
+    if units:
+        for arm in {pretraining_name(a, a.pretrain.seed): a for a, _, _ in jobs}.values():
+            if arm.step is None:
+                harness.masked_lm_check(arm.pretrain)  # needs the checkpoint: made here
+        added = _keep(store, harness, jobs)
+        progress(f"units {', '.join(f'{a}:{p}' for a, p in units)} finished; "
+                 f"{added} files kept in {store.root} ({time.time() - start:.0f}s)")
+        return None
     scores: dict[str, dict[str, list[float]]] = {}
     examples: dict[str, dict[str, list]] = {}  # arm -> task -> per-run example rows
     groups: dict[str, dict[str, list[int]]] = {}  # arm -> task -> each run's pretraining seed
@@ -204,13 +226,16 @@ def ablate(
               for a in arms if a.step is None
               for p in range(1 if a.pretrain.checkpoint else scale.pretrain_seeds)}  # fmt: skip
     pretraining = {name: check for name, check in checks.items() if check is not None}
-    runs = (r for job in jobs for r in harness.job_runs(*job) if r.directory is not None)
+    runs = [r for job in jobs for r in harness.job_runs(*job) if r.directory is not None]
     compute = run_time.spent((r.part, r.directory) for r in runs)
+    if store is not None:
+        _keep(store, harness, jobs)  # the checks' caches made above
+    made = harness.provenance(r.directory for r in runs)
     calibrated = calibration_doc(workdir, table)
     doc = report.write(workdir, table, scale.name, rows, baselines, budget, pretraining,
                        Evidence(examples, groups, constants),
                        calibration.uncalibrated(calibrated), compute,
-                       calibration.ceiling(calibrated, budget), left_out)  # fmt: skip
+                       calibration.ceiling(calibrated, budget), left_out, made)  # fmt: skip
     wrote = f"wrote {workdir}/{table}.json and {table}.md ({time.time() - start:.0f}s)"
     if doc.get("wiring_check"):
         progress(f"{wrote}: {report.WIRING_CHECK}")
@@ -218,6 +243,111 @@ def ablate(
         progress(f"{wrote}: of {spec.whose} {len(doc['claims'])} claims checked here, "
                  f"{report.tally(doc['claims'])}")  # fmt: skip
     return doc
+
+
+def table_jobs(arms: list[tables.Arm], scale: Scale) -> list[tuple[tables.Arm, str, int]]:
+    """(arm on one of its pretraining runs, task, fine-tuning seed) of every run of a table."""
+    return [(seeded(arm, p), task, seed) for arm in arms
+            for p in range(1 if arm.pretrain.checkpoint else scale.pretrain_seeds)
+            for task in arm.tasks
+            for seed in (range(1) if task in tables.INTRINSIC else range(scale.seeds))]  # fmt: skip
+
+
+def parse_units(text: str) -> tuple[tuple[str, int], ...]:
+    """`--units "No NSP:2,LTR & No NSP:2"` -> (("No NSP", 2), ("LTR & No NSP", 2))."""
+    out = []
+    for item in (i.strip() for i in text.split(",") if i.strip()):
+        arm, sep, seed = item.rpartition(":")
+        if not sep or not arm.strip() or not seed.strip().isdigit():
+            raise BertJaxError(
+                f"--units: {item!r} is not ARM:SEED (an arm of the table and a pretraining "
+                "seed, e.g. 'No NSP:2')"
+            )
+        out.append((arm.strip(), int(seed)))
+    return tuple(dict.fromkeys(out))
+
+
+def unit_jobs(
+    table: str,
+    arms: list[tables.Arm],
+    scale: Scale,
+    jobs: list[tuple[tables.Arm, str, int]],
+    units: tuple[tuple[str, int], ...],
+) -> list[tuple[tables.Arm, str, int]]:
+    """The jobs of the chosen (arm, pretraining seed) units of the table."""
+    names = [a.name for a in arms]
+    for name, seed in units:
+        if name not in names:
+            raise BertJaxError(f"--units: table {table} has no arm {name!r} (its arms: "
+                               f"{', '.join(names)})")  # fmt: skip
+        arm = arms[names.index(name)]
+        most = 1 if arm.pretrain.checkpoint else scale.pretrain_seeds
+        if seed >= most:
+            raise BertJaxError(
+                f"--units: {name}:{seed}: the arm's pretraining seeds are 0..{most - 1} "
+                f"(--pretrain_seeds {most}); give --pretrain_seeds {seed + 1} or more"
+            )
+    return [j for j in jobs if (j[0].name, j[0].pretrain.seed) in units]
+
+
+def _bring_in(harness: Harness, units_dir: str, progress: Callable[[str], None]) -> Units | None:
+    if not units_dir:
+        return None
+    store = Units(harness, units_dir)
+    if added := store.bring_in():
+        progress(f"brought in {added} files of finished runs from the units in {store.root}")
+    return store
+
+
+def _keep(store: Units, harness: Harness, jobs: list[tuple[tables.Arm, str, int]]) -> int:
+    """Each finished job's rows made beside its run, then its unit (and the unit of its arm's
+    seed-0 run, where its rate was chosen) copied out."""
+    for arm, task, seed in jobs:
+        if harness.finished(arm, task, seed):
+            harness.example_rows(arm, task, seed)
+    on_seed0 = (dataclasses.replace(arm.pretrain, seed=0) for arm, _, _ in jobs)
+    return store.keep([*(arm.pretrain for arm, _, _ in jobs), *on_seed0])
+
+
+def plan(
+    table: str,
+    scale: Scale,
+    workdir: str,
+    corpus: str = "",
+    tasks: dict[str, str] | None = None,
+    progress: Callable[[str], None] = print,
+    only_tasks: tuple[str, ...] = (),
+    units_dir: str = "",
+) -> list[dict]:
+    """Which units (pretraining runs with their fine-tuning) `table` still needs, after the
+    units in `units_dir` are brought in, and about how long each takes by the finished runs of
+    its kind; nothing is trained. Returns per unit {"unit", "arms", "left"} (run_time.remaining)."""
+    arms, _ = tables.select_tasks(table, tables.get(table).arms(scale), only_tasks)
+    harness = Harness(workdir, scale, corpus, tasks or {}, progress)
+    jobs = table_jobs(arms, scale)
+    _bring_in(harness, units_dir, progress)
+    finished = list(harness._finished())
+    by_unit: dict[str, list[tuple[tables.Arm, str, int]]] = {}
+    for job in jobs:
+        by_unit.setdefault(job[0].pretrain.key, []).append(job)
+    out = []
+    for key, unit_jobs_ in by_unit.items():
+        names = list(dict.fromkeys(f"{a.name}:{a.pretrain.seed}" for a, _, _ in unit_jobs_))
+        refs = [r for job in unit_jobs_ for r in harness.job_runs(*job)]
+        out.append({"unit": key, "arms": names, "left": run_time.remaining([*refs, *finished])})
+    todo = [u for u in out if any(o["runs"] for o in u["left"].values())]
+    whole = run_time.remaining([*(r for j in jobs for r in harness.job_runs(*j)), *finished])
+    said = run_time.describe(whole) or "nothing to do"
+    progress(f"table {table} ({scale.name} scale): {len(out)} units, "
+             f"{len(out) - len(todo)} finished, {len(todo)} to run; {said}")  # fmt: skip
+    for u in out:
+        said = run_time.describe(u["left"])
+        state = "finished" if said is None else said.split("; about")[0]
+        progress(f"  {', '.join(u['arms'])} ({u['unit']}): {state}")
+    if todo:
+        chosen = ",".join(dict.fromkeys(n for u in todo for n in u["arms"]))
+        progress(f'run them: bert-jax ablate --table {table} --units "{chosen}" ...')
+    return out
 
 
 def calibration_doc(workdir: str, table: str) -> dict | None:

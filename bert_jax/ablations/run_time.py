@@ -27,6 +27,7 @@ from typing import NamedTuple, TypeVar
 
 from etils import epath
 
+from bert_jax.ablations import provenance
 from bert_jax.atomic_write import write_json_atomic
 
 FILE = "run_time.json"
@@ -53,7 +54,8 @@ def timed(run_dir: epath.Path, attempt: Callable[[], T]) -> T:
     result = attempt()
     took = time.monotonic() - start
     record = _record(run_dir) or {"seconds": 0.0, "attempts": 0}
-    record = {"seconds": round(record["seconds"] + took, 1), "attempts": record["attempts"] + 1}
+    record = {"seconds": round(record["seconds"] + took, 1), "attempts": record["attempts"] + 1,
+              "commit": provenance.commit(), "device": provenance.device()}  # the last attempt's
     write_json_atomic(run_dir / FILE, record)
     return result
 

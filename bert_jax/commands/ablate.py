@@ -21,6 +21,13 @@ Two sweeps may share a workdir at once: a run the other is training is put off a
 rows saved beside it (DOC.rows.npz), without its workdir.
 --only_tasks runs some of a table's columns (e.g. all but the costly conll); the full table,
 run later on the same workdir, reuses their runs.
+Units (bert_jax/ablations/units.py): with --units_dir D every finished pretraining run and the
+runs made on its checkpoint are kept in D as small files (scores, per-example rows, run times,
+a manifest naming commit, device and digests of the settings, text and suite), and D's units are
+brought in before anything runs, so a table assembles from units made on several machines:
+  bert-jax ablate --table 5 --workdir W --units_dir D --plan       # what is left, how long
+  bert-jax ablate --table 5 --workdir W --units_dir D --units 'No NSP:1,LTR & No NSP:1'
+  bert-jax ablate --table 5 --workdir W2 --units_dir D           # the table, from D's units
 """
 
 from __future__ import annotations
@@ -61,6 +68,20 @@ _QUICK = flags.DEFINE_bool("quick", False, "Minutes-long run of every arm (what 
 _RERENDER = flags.DEFINE_string(
     "rerender", "", "A table's json written before (its .rows.npz beside it): compute its "
     "intervals and verdicts again from those rows and rewrite it and its md; nothing runs."
+)  # fmt: skip
+_UNITS_DIR = flags.DEFINE_string(
+    "units_dir", "", "Keep every finished unit (a pretraining run with its fine-tuning and "
+    "evaluation runs: scores, per-example rows, run times, manifest) here, and bring in the "
+    "finished units already here first: tables assemble from the units of any number of "
+    "machines (e.g. experiments/ablations/results/units)."
+)  # fmt: skip
+_UNITS = flags.DEFINE_string(
+    "units", "", "Run only these units of the table, ARM:SEED,... (an arm and its pretraining "
+    "seed, e.g. 'No NSP:2,LTR & No NSP:2'), keep them in --units_dir and write no table."
+)  # fmt: skip
+_PLAN = flags.DEFINE_bool(
+    "plan", False, "Print which units the table still needs (after bringing in --units_dir) "
+    "and about how long each takes by the finished runs of its kind; nothing runs."
 )  # fmt: skip
 _TPU_NAME = flags.DEFINE_string("tpu_name", "", "--scale tpu: the TPU VM to launch on.")
 _TOPOLOGY = flags.DEFINE_string(
@@ -109,5 +130,14 @@ def main(argv: list[str]) -> None:
         plan(_TABLE.value, scale, _WORKDIR.value, _TOPOLOGY.value, _TPU_NAME.value, tasks,
              tuple(_ONLY_TASKS.value))  # fmt: skip
         return
-    ablate(_TABLE.value, scale, _WORKDIR.value, _CORPUS.value, tasks,
-           only_tasks=tuple(_ONLY_TASKS.value))  # fmt: skip
+    only = tuple(_ONLY_TASKS.value)
+    if _PLAN.value:
+        from bert_jax.ablations.run import plan
+
+        plan(_TABLE.value, scale, _WORKDIR.value, _CORPUS.value, tasks, only_tasks=only,
+             units_dir=_UNITS_DIR.value)  # fmt: skip
+        return
+    from bert_jax.ablations.run import parse_units
+
+    ablate(_TABLE.value, scale, _WORKDIR.value, _CORPUS.value, tasks, only_tasks=only,
+           units_dir=_UNITS_DIR.value, units=parse_units(_UNITS.value))  # fmt: skip
