@@ -3,12 +3,22 @@ sharded and single-device runs can be compared in one process; unsharded code us
 
 from __future__ import annotations
 
+import getpass
 import os
 import pathlib
+import tempfile
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+# One persistent compilation cache for the test session, its workers and the CLI processes the
+# tests start (they inherit the environment): the tiny configs' steps are compiled once, not in
+# every process. Keyed by the program, so a changed step compiles anew; a fresh clone starts cold.
+os.environ.setdefault(
+    "JAX_COMPILATION_CACHE_DIR",
+    os.path.join(tempfile.gettempdir(), f"bert-jax-tests-jax-cache-{getpass.getuser()}"),
+)
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.1")
 
 import jax  # noqa: E402
 import pytest  # noqa: E402

@@ -52,6 +52,26 @@ def read_tokenizer_json(path: epath.Path) -> dict:
     return raw
 
 
+def load_backend(
+    path: epath.Path, model_types: tuple[str, ...], why: str
+) -> tuple[dict, Tokenizer]:
+    """tokenizer.json at `path`: its JSON, and a tokenizers backend that adds nothing to the
+    ids (no post-processor, truncation or padding: callers add their own specials). A model
+    type not in `model_types` is refused, `why` saying which are read and why."""
+    raw = read_tokenizer_json(path)
+    model_type = raw["model"].get("type")
+    if model_type not in model_types:
+        raise BertJaxError(f"{path}: a {model_type} tokenizer; {why}")
+    try:
+        backend = Tokenizer.from_str(json.dumps(raw))
+    except Exception as e:  # tokenizers raises a bare Exception on a malformed file
+        raise BertJaxError(f"{path}: not a tokenizers JSON file ({e})") from None
+    backend.post_processor = None
+    backend.no_truncation()
+    backend.no_padding()
+    return raw, backend
+
+
 class JsonTokenizer(TokenizersBacked):
     """`JsonTokenizer("dir/tokenizer.json")`: tokenize / encode / encode_batch / convert_* /
     vocab / inv_vocab / pieces_to_text, as FullTokenizer."""
@@ -59,20 +79,10 @@ class JsonTokenizer(TokenizersBacked):
     def __init__(self, path: str | os.PathLike):
         p = epath.Path(path)
         self.vocab_file = str(p)
-        raw = read_tokenizer_json(p)
+        why = (f"tokenizer.json is read for {' and '.join(MODEL_TYPES)} models (byte-level "
+               "BPE as RoBERTa's)")  # fmt: skip
+        raw, self.backend = load_backend(p, MODEL_TYPES, why)
         model_type = raw["model"].get("type")
-        if model_type not in MODEL_TYPES:
-            raise BertJaxError(
-                f"{p}: a {model_type} tokenizer; tokenizer.json is read for "
-                f"{' and '.join(MODEL_TYPES)} models (byte-level BPE as RoBERTa's)"
-            )
-        try:
-            self.backend = Tokenizer.from_str(json.dumps(raw))
-        except Exception as e:  # tokenizers raises a bare Exception on a malformed file
-            raise BertJaxError(f"{p}: not a tokenizers JSON file ({e})") from None
-        self.backend.post_processor = None
-        self.backend.no_truncation()
-        self.backend.no_padding()
         self.do_lower_case = _lowercases(raw.get("normalizer"))
         vocab = self.backend.get_vocab(with_added_tokens=True)
         self._set_vocab(vocab)

@@ -13,7 +13,6 @@ sentinel ids above the model's pieces, `<extra_id_0>` = vocab_size - 1 counting 
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import tempfile
@@ -42,23 +41,11 @@ class _JsonPieces:
     (`vocab.sp`); its <extra_id_N> tokens are T5Vocab's sentinels, not pieces."""
 
     def __init__(self, path: epath.Path) -> None:
-        from tokenizers import Tokenizer
+        from bert_jax.tokenization.json_tokenizer import load_backend
 
-        from bert_jax.tokenization.json_tokenizer import read_tokenizer_json
-
-        raw = read_tokenizer_json(path)
-        if raw["model"].get("type") != "Unigram":
-            raise BertJaxError(
-                f"{path}: a {raw['model'].get('type')} tokenizer; T5's tokenizer.json is a Unigram "
-                f"one (or give its {SPIECE})"
-            )
-        try:
-            self.backend = Tokenizer.from_str(json.dumps(raw))
-        except Exception as e:  # tokenizers raises a bare Exception on a malformed file
-            raise BertJaxError(f"{path}: not a tokenizers JSON file ({e})") from None
-        self.backend.post_processor = None  # T5Vocab appends EOS itself
-        self.backend.no_truncation()
-        self.backend.no_padding()
+        # No post-processor: T5Vocab appends EOS itself.
+        why = f"T5's tokenizer.json is a Unigram one (or give its {SPIECE})"
+        _, self.backend = load_backend(path, ("Unigram",), why)
         vocab = self.backend.get_vocab(with_added_tokens=True)
         matches = {t: _SENTINEL.fullmatch(t) for t in vocab}
         self.sentinels = {int(m.group(1)): vocab[t] for t, m in matches.items() if m}
