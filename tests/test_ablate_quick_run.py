@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import pathlib
 
+import numpy as np
 import pytest
 
 from bert_jax.ablations import tables
@@ -86,6 +88,15 @@ def test_quick_run_of_every_table_is_complete_and_resumable(tmp_path, monkeypatc
     assert len(list((tmp_path / "finetune").glob("ltr-*/*+bilstm*/e*/seed0"))) == 4
     for row in docs["6"]["arms"].values():
         assert 1.0 < row["mlm_ppl"]["median"] < 2 * scale.vocab_size
+    # Table 6's arms compared sequence by sequence: each run's held-out loss rows give its own
+    # evaluation's loss, and the interval's difference is that of the log perplexities.
+    (pair, d), = docs["6"]["intervals"]["mlm_ppl"].items()
+    a, b = (docs["6"]["arms"][arm]["mlm_ppl"]["median"] for arm in pair.split(" - "))
+    assert d["diff"] == pytest.approx(math.log(a) - math.log(b), rel=1e-4)
+    for rows in (tmp_path / "pretrain").glob("mlm-*/mlm_loss_rows.npz"):
+        loss = np.load(rows)["rows"].sum(0)
+        done = json.loads((rows.parent / "done.json").read_text())
+        assert loss[0] / loss[1] == pytest.approx(done["eval_masked_lm_loss"], rel=1e-5)
     assert docs["nsp_sop"]["finetune"] is None and docs["6"]["finetune"]["epochs"] == 1
     for name, row in docs["nsp_sop"]["arms"].items():
         assert set(row) == {"nsp", "sop"}, name

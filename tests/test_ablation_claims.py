@@ -5,7 +5,9 @@ the markdown."""
 from __future__ import annotations
 
 import json
+import math
 
+import numpy as np
 import pytest
 
 from bert_jax.ablations import claims, report
@@ -108,6 +110,34 @@ def test_table6_names_where_perplexity_does_not_fall_and_table8_the_spread():
     got = _by_claim(mixes)
     assert not got["the masking mixes agree on mrpc (spread within 3x the largest seed std)"]
     assert got["80/10/10 beats random init on mrpc by more than 3x the seed std"]
+
+
+def test_table6_judges_each_step_up_by_its_held_out_loss_interval():
+    """Per-sequence held-out loss rows (checks.masked_lm_loss_rows: [summed loss, predictions])
+    of two pretraining runs a size: the larger size's loss 1 nat lower holds, by Welch's t over
+    the runs (one degree of freedom a size); read the other way round it is reversed."""
+    from bert_jax.ablations import interval
+
+    rng = np.random.default_rng(0)
+    count = rng.integers(1, 20, 300).astype(np.float64)
+
+    def run(nats: float) -> np.ndarray:  # a sequence's summed loss over its predictions
+        return np.stack([(nats + rng.normal(0, 0.2, len(count))) * count, count], 1)
+
+    small, big = "L=1,H=128,A=2", "L=4,H=192,A=3"
+    high, low = [run(6.0), run(6.02)], [run(5.0), run(5.03)]
+    for rows_small, rows_big, verdict in ((high, low, "holds"), (low, high, "reversed")):
+        ppl = {arm: math.exp(6.0 if rows is high else 5.0)
+               for arm, rows in ((small, rows_small), (big, rows_big))}  # fmt: skip
+        doc = _doc("6", {arm: {"mlm_ppl": [p] * 2} for arm, p in ppl.items()})
+        d = interval.difference(rows_small, rows_big, "mlm_ppl", [0, 1], [0, 1])
+        doc["intervals"] = {"mlm_ppl": {f"{small} - {big}": d}}
+        got = {c["claim"]: c for c in claims.check(doc)}
+        c = got[f"held-out masked-LM loss falls from {small} to {big} (nats)"]
+        assert c["verdict"] == verdict, c
+        shown = f"perplexity {ppl[small]:.1f} vs {ppl[big]:.1f}; loss difference "
+        assert c["detail"].startswith(shown), c["detail"]
+        assert abs(abs(d["diff"]) - 1.0) < 0.1 and d["high"] - d["low"] < 1.9 and d["df"] <= 2
 
 
 def test_report_writes_the_claims_into_the_json_and_the_markdown(tmp_path):

@@ -7,6 +7,7 @@ its generator where the input hides the original, and its discriminator against 
 from __future__ import annotations
 
 import dataclasses
+import io
 import itertools
 import json
 import math
@@ -20,7 +21,7 @@ from etils import epath
 
 from bert_jax import families, objectives
 from bert_jax.ablations.tables import Arm, Pretrain
-from bert_jax.atomic_write import write_json_atomic
+from bert_jax.atomic_write import write_bytes_atomic, write_json_atomic
 from bert_jax.checkpoint import restore_params
 from bert_jax.interop import graft_encoder
 from bert_jax.pretraining.task import bert_config_from, pretraining_task
@@ -53,6 +54,44 @@ def pair_rows(h: Harness, arm: Arm, task: str) -> np.ndarray:
     labels in the run's pair_rows_<task>.json."""
     scored = json.loads(_scored_pairs(h, arm, task).read_text())
     return np.asarray(scored["correct"], np.float64)[:, None]
+
+
+LOSS_ROWS = "mlm_loss_rows.npz"
+
+
+def masked_lm_loss_rows(h: Harness, run: Pretrain) -> np.ndarray:
+    """N x 2: [masked-LM loss summed over the sequence's predictions, its predictions] of each
+    real held-out sequence that the run's own evaluation reads (the first `max_eval_steps`
+    batches, with its masks), from its last checkpoint: the ratio of the column sums is its
+    eval_masked_lm_loss. Every arm reads the same sequences, so Table 6's arms are compared
+    sequence by sequence (interval.py). Kept in the run's mlm_loss_rows.npz."""
+    from bert_jax.checkpoint import Checkpointer
+
+    wd = h.pretrain(run)
+    cached = wd / LOSS_ROWS
+    if not cached.exists():
+        c = h.pretrain_config(run)
+        task = pretraining_task(c, bert_config_from(c))
+        trainer = build_trainer(c, task, make_mesh(c.mesh, jax.devices()[:1]))
+        ckpt = Checkpointer(wd / "checkpoints", read_only=True, async_save=False)
+        try:
+            state, _ = ckpt.restore(trainer.abstract_state(), max(ckpt.all_steps()))
+        finally:
+            ckpt.close()
+        keys, rows = list(trainer.batch_shardings), []
+        for batch in itertools.islice(task.eval_input(trainer), task.max_eval_steps):
+            host = jax.device_get(batch)
+            for i in np.flatnonzero(np.asarray(host["example_mask"]) > 0):
+                one = {k: host[k][i : i + 1] for k in keys}
+                metrics = jax.device_get(trainer.eval_step(state.params, one))
+                loss = float(metrics["masked_lm_loss"])
+                predictions = task.spec.predicted_tokens(one)
+                rows.append([loss * predictions, predictions])
+        buffer = io.BytesIO()
+        np.savez_compressed(buffer, rows=np.asarray(rows, np.float64))
+        write_bytes_atomic(cached, buffer.getvalue())
+    with np.load(io.BytesIO(cached.read_bytes())) as npz:
+        return npz["rows"]
 
 
 def _scored_pairs(h: Harness, arm: Arm, task: str) -> epath.Path:

@@ -318,9 +318,12 @@ class Harness(Workdir):
 
     def example_rows(self, arm: Arm, task: str, seed: int) -> np.ndarray | None:
         """Per-example statistics of a finished fine-tuning run's dev predictions (stats.py),
-        or of the pretrained model's own pair head (checks.pair_rows); None for perplexity."""
-        if task in INTRINSIC:
-            return checks.pair_rows(self, arm, task) if task in checks.PAIR_TASKS else None
+        of the pretrained model's own pair head (checks.pair_rows), or its held-out masked-LM
+        loss per sequence (checks.masked_lm_loss_rows)."""
+        if task in checks.PAIR_TASKS:
+            return checks.pair_rows(self, arm, task)
+        if task == "mlm_ppl":
+            return checks.masked_lm_loss_rows(self, arm.pretrain)
         kind = task.removesuffix("_feature")
         run = self._finetune_dir(arm, task, seed)
         cached = run / ROWS

@@ -33,7 +33,7 @@ import math
 import numpy as np
 from scipy import stats as scipy_stats
 
-from bert_jax.ablations.stats import ENTITY_F1, headline, metric_of
+from bert_jax.ablations.stats import ENTITY_F1, MASKED_LM_LOSS, headline, metric_of
 
 # What an arm's units are (the json's `unit_kinds`).
 PRETRAINING, FINE_TUNING, FIXED, ONE_RUN = (
@@ -44,8 +44,14 @@ PRETRAINING, FINE_TUNING, FIXED, ONE_RUN = (
 def _influence_RxN(metric: str, runs_RxNxK: np.ndarray) -> np.ndarray:
     """Each run's headline as the mean over examples of a per-example value, to first order
     (the delta method): exact for accuracy and mean F1; for entity F1 = 2 tp / (predicted +
-    gold), its linearisation around the run's totals."""
+    gold) and the masked-LM loss (summed loss / predictions), their linearisation around the
+    run's totals."""
     n = runs_RxNxK.shape[1]
+    if metric == MASKED_LM_LOSS:  # loss / predictions: a ratio, linearised as entity F1's
+        loss, count = runs_RxNxK[..., 0], runs_RxNxK[..., 1]
+        total_R = np.maximum(count.sum(1), 1e-12)
+        mean_R = loss.sum(1) / total_R
+        return mean_R[:, None] + n * (loss - mean_R[:, None] * count) / total_R[:, None]
     if metric != ENTITY_F1:
         return 100.0 * runs_RxNxK[..., 0]
     tp, spans = runs_RxNxK[..., 0], runs_RxNxK[..., 1] + runs_RxNxK[..., 2]

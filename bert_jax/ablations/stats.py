@@ -27,15 +27,21 @@ from etils import epath
 
 # How each downstream kind is scored from its rows' column sums (x 100, as the tables print).
 ACCURACY, MEAN_F1, ENTITY_F1 = "accuracy", "mean_f1", "entity_f1"
+# Held-out masked-LM loss in nats per predicted token (Table 6's mlm_ppl is its exp): rows are
+# [loss summed over a sequence's predictions, its predictions] (checks.masked_lm_loss_rows).
+MASKED_LM_LOSS = "masked_lm_loss"
 
 
 def metric_of(kind: str) -> str:
     kind = kind.removesuffix("_feature")
-    return {"squad": MEAN_F1, "conll": ENTITY_F1}.get(kind, ACCURACY)
+    return {"squad": MEAN_F1, "conll": ENTITY_F1, "mlm_ppl": MASKED_LM_LOSS}.get(kind, ACCURACY)
 
 
 def headline(metric: str, sums_xK: np.ndarray, n: int | np.ndarray) -> np.ndarray:
-    """The score x 100 from column sums (`sums_xK`: ... x K) over `n` examples."""
+    """The score x 100 from column sums (`sums_xK`: ... x K) over `n` examples; the masked-LM
+    loss in nats (the mean over predicted tokens)."""
+    if metric == MASKED_LM_LOSS:
+        return sums_xK[..., 0] / np.maximum(sums_xK[..., 1], 1e-12)
     if metric == ENTITY_F1:
         tp, predicted, gold = sums_xK[..., 0], sums_xK[..., 1], sums_xK[..., 2]
         return 100.0 * 2.0 * tp / np.maximum(predicted + gold, 1e-12)

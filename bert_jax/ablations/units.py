@@ -37,7 +37,7 @@ MANIFEST = "manifest.json"
 MARKERS = ("done.json", "eval_results.json", "choice.json")
 # Beside a marker: the records a table reads (scores, run times, per-example rows, the checks'
 # caches). Never checkpoints or predictions.
-RECORDS = ("run_time.json", "example_rows.npz", "baselines.json")
+RECORDS = ("run_time.json", "example_rows.npz", "baselines.json", "mlm_loss_rows.npz")
 # A pretraining run's settings and log too: an estimate of the runs left goes by its step rate.
 PRETRAINING_RECORDS = ("config.json", "metrics.jsonl")
 GROWING = "along_training.json"  # a per-step cache: merged, entry by entry

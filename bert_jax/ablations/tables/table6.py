@@ -3,12 +3,14 @@ held-out masked-LM perplexity and fine-tuning; plotted as perplexity against enc
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from bert_jax.ablations.scales import Scale
 from bert_jax.ablations.tables.base import Arm, Claim, Pretrain, Table
+from bert_jax.ablations.tables.compare import interval, judged
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -35,12 +37,14 @@ def arms(scale: Scale) -> list[Arm]:
 
 
 def claims(doc: dict) -> Iterator[Claim]:
-    """Perplexity falls as the model grows: arms ordered by encoder parameters (12 L H^2)."""
+    """Perplexity falls as the model grows: arms ordered by encoder parameters (12 L H^2); each
+    step up judged by the interval of the held-out masked-LM loss (log perplexity, in nats),
+    the smaller arm's minus the larger's, sequence by sequence over the held-out text."""
     sized = sorted((stack_size(arm), arm, row["mlm_ppl"]["median"])
                    for arm, row in doc["arms"].items() if "mlm_ppl" in row)  # fmt: skip
     if len(sized) < 2:
         return
-    steps = zip(sized, sized[1:], strict=False)
+    steps = list(zip(sized, sized[1:], strict=False))
     rises = [f"{a} -> {b}" for (_, a, pa), (_, b, pb) in steps if pb >= pa]
     yield {
         "claim": "held-out masked-LM perplexity falls with every step up in encoder parameters",
@@ -48,6 +52,13 @@ def claims(doc: dict) -> Iterator[Claim]:
         "detail": " > ".join(f"{p:.1f}" for _, _, p in sized)
         + (f"; not falling at {', '.join(rises)}" if rises else ""),
     }
+    for (_, small, p_small), (_, big, p_big) in steps:
+        if (d := interval(doc, small, big, "mlm_ppl")) is None:
+            continue  # documents from before the held-out loss rows (2026-11-29)
+        paper = [doc["arms"][a]["mlm_ppl"].get("paper") for a in (small, big)]
+        effect = math.log(paper[0]) - math.log(paper[1]) if None not in paper else None
+        yield judged(f"held-out masked-LM loss falls from {small} to {big} (nats)", d, effect,
+                     f"perplexity {p_small:.1f} vs {p_big:.1f}; loss ")  # fmt: skip
 
 
 def plot(doc: dict, ax: Axes) -> None:
