@@ -13,7 +13,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # One persistent compilation cache for the test session, its workers and the CLI processes the
 # tests start (they inherit the environment): the tiny configs' steps are compiled once, not in
-# every process. Keyed by the program, so a changed step compiles anew; a fresh clone starts cold.
+# every process. Keyed by the program, so a changed step compiles anew. It lives in the temp
+# dir: a fresh machine (CI) starts cold, later local runs start warm (time suites on a cold one).
 os.environ.setdefault(
     "JAX_COMPILATION_CACHE_DIR",
     os.path.join(tempfile.gettempdir(), f"bert-jax-tests-jax-cache-{getpass.getuser()}"),
