@@ -7,7 +7,6 @@ its generator where the input hides the original, and its discriminator against 
 from __future__ import annotations
 
 import dataclasses
-import io
 import itertools
 import json
 import math
@@ -20,8 +19,9 @@ import numpy as np
 from etils import epath
 
 from bert_jax import families, objectives
+from bert_jax.ablations import stats
 from bert_jax.ablations.tables import Arm, Pretrain
-from bert_jax.atomic_write import write_bytes_atomic, write_json_atomic
+from bert_jax.atomic_write import write_json_atomic
 from bert_jax.checkpoint import restore_params
 from bert_jax.interop import graft_encoder
 from bert_jax.pretraining.task import bert_config_from, pretraining_task
@@ -68,11 +68,9 @@ def masked_lm_loss_rows(h: Harness, run: Pretrain) -> np.ndarray:
     from bert_jax.checkpoint import Checkpointer
 
     wd = h.pretrain(run)
-    cached = wd / LOSS_ROWS
-    if not cached.exists():
-        c = h.pretrain_config(run)
-        task = pretraining_task(c, bert_config_from(c))
-        trainer = build_trainer(c, task, make_mesh(c.mesh, jax.devices()[:1]))
+
+    def compute() -> np.ndarray:
+        task, trainer = _one_device_trainer(h, run)
         ckpt = Checkpointer(wd / "checkpoints", read_only=True, async_save=False)
         try:
             state, _ = ckpt.restore(trainer.abstract_state(), max(ckpt.all_steps()))
@@ -84,14 +82,19 @@ def masked_lm_loss_rows(h: Harness, run: Pretrain) -> np.ndarray:
             for i in np.flatnonzero(np.asarray(host["example_mask"]) > 0):
                 one = {k: host[k][i : i + 1] for k in keys}
                 metrics = jax.device_get(trainer.eval_step(state.params, one))
-                loss = float(metrics["masked_lm_loss"])
                 predictions = task.spec.predicted_tokens(one)
-                rows.append([loss * predictions, predictions])
-        buffer = io.BytesIO()
-        np.savez_compressed(buffer, rows=np.asarray(rows, np.float64))
-        write_bytes_atomic(cached, buffer.getvalue())
-    with np.load(io.BytesIO(cached.read_bytes())) as npz:
-        return npz["rows"]
+                rows.append([float(metrics["masked_lm_loss"]) * predictions, predictions])
+        return np.asarray(rows, np.float64)
+
+    return stats.cached_rows(wd / LOSS_ROWS, compute)
+
+
+def _one_device_trainer(h: Harness, run: Pretrain) -> tuple[Any, Any]:
+    """The run's pretraining task and a one-device trainer for it, to evaluate its checkpoints
+    on its held-out shards."""
+    c = h.pretrain_config(run)
+    task = pretraining_task(c, bert_config_from(c))
+    return task, build_trainer(c, task, make_mesh(c.mesh, jax.devices()[:1]))
 
 
 def _scored_pairs(h: Harness, arm: Arm, task: str) -> epath.Path:
@@ -257,9 +260,7 @@ def along_training(
         steps = sorted(ckpt.all_steps())[-1:] if last_only else sorted(ckpt.all_steps())
         new = [s for s in steps if _unmeasured(done.get(str(s)), extra)]
         if new:
-            c = h.pretrain_config(run)
-            task = pretraining_task(c, bert_config_from(c))
-            trainer = build_trainer(c, task, make_mesh(c.mesh, jax.devices()[:1]))
+            task, trainer = _one_device_trainer(h, run)
             for s in new:
                 state, _ = ckpt.restore(trainer.abstract_state(), s)
                 metrics = task.evaluate(trainer, state.params)

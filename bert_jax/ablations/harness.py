@@ -12,7 +12,6 @@ the same numbers:
 from __future__ import annotations
 
 import dataclasses
-import io
 import itertools
 import json
 from collections.abc import Iterable, Iterator
@@ -28,7 +27,7 @@ from bert_jax.ablations.layout import arm_subdir, budget_subdir, length_suffix, 
 from bert_jax.ablations.scales import BILSTM_HEAD_LR
 from bert_jax.ablations.tables import INTRINSIC, Arm, Pretrain
 from bert_jax.ablations.workdir import Workdir
-from bert_jax.atomic_write import write_bytes_atomic, write_json_atomic
+from bert_jax.atomic_write import write_json_atomic
 from bert_jax.errors import BertJaxError
 from bert_jax.runs import finetune as runner
 from bert_jax.runs.pretrain import run_pretraining
@@ -263,14 +262,8 @@ class Harness(Workdir):
             yield run_time.Ref(part, run_kind(run), run, True)
 
     def finished(self, arm: Arm, task: str, seed: int) -> bool:
-        """Whether the job's run has finished; nothing is run or chosen."""
-        if task in INTRINSIC:
-            return bool(arm.pretrain.checkpoint) or (
-                self.root / "pretrain" / arm.pretrain.key / "done.json"
-            ).exists()
-        lr = self.learning_rate(arm, task, choose=False)
-        run = self._finetune_dir(arm, task, seed, lr) if lr is not None else None
-        return run is not None and (run / "eval_results.json").exists()
+        """Whether every run the job uses has finished; nothing is run or chosen."""
+        return all(r.done for r in self.job_runs(arm, task, seed))
 
     def finetune(self, arm: Arm, task: str, seed: int) -> float:
         """Dev headline x 100 (accuracy; entity F1; SQuAD F1) of one fine-tuning run."""
@@ -326,18 +319,13 @@ class Harness(Workdir):
             return checks.masked_lm_loss_rows(self, arm.pretrain)
         kind = task.removesuffix("_feature")
         run = self._finetune_dir(arm, task, seed)
-        cached = run / ROWS
-        if not cached.exists():  # kept beside the run: a unit carries it, not the predictions
-            rows = stats.example_rows(kind, self.task_dir(kind), str(run))
-            buffer = io.BytesIO()
-            np.savez_compressed(buffer, rows=rows)
-            write_bytes_atomic(cached, buffer.getvalue())
-        with np.load(io.BytesIO(cached.read_bytes())) as npz:
-            return npz["rows"]
+        return stats.cached_rows(
+            run / ROWS, lambda: stats.example_rows(kind, self.task_dir(kind), str(run))
+        )
 
     def provenance(self, run_dirs: Iterable[epath.Path]) -> dict:
         """A table's provenance from the runs it is made of (provenance.of_table)."""
-        return provenance.of_table(self, self.scale, run_dirs)
+        return provenance.of_table(self.scale, self.digests(), run_dirs)
 
     def baselines(self, kind: str) -> dict:
         """The constant answers' scores on the scored (dev) split of a downstream kind."""

@@ -20,7 +20,6 @@ from etils import epath
 
 if TYPE_CHECKING:
     from bert_jax.ablations.scales import Scale
-    from bert_jax.ablations.workdir import Workdir
 
 _SOURCE = pathlib.Path(__file__).resolve().parents[2]  # the checkout bert_jax was imported from
 
@@ -73,29 +72,22 @@ def _tree(root: epath.Path) -> list[tuple[str, epath.Path]]:
     return [(str(p.relative_to(root)), p) for p in files_under(root)]
 
 
-def shared(w: Workdir) -> dict:
-    """What every run of the workdir `w` shares, as digests: its settings (the scale's fields
-    that no run directory names, the suite's version), the
-    pretraining text and every downstream task's files (built-in suite and --task dirs).
-    Builds the corpus split and suite when they are not built yet."""
+def shared(settings: dict, train_text: epath.Path, task_dirs: dict[str, epath.Path]) -> dict:
+    """What every run of a workdir shares, as digests: its `settings` (the scale's fields that
+    no run directory names, the suite's version), the pretraining text and every downstream
+    task's files (`task_dirs`, kind -> directory: the built-in suite's and --task dirs)."""
     from bert_jax.ablations import suite
 
-    train, _ = w._corpus_split()
-    task_files: list[tuple[str, epath.Path]] = []
-    w.task_dir("sst2")  # builds the suite (every built-in kind) once
-    for kind in ("sst2", "mrpc", "mnli", "conll", "squad"):
-        root = epath.Path(w.task_dir(kind))
-        if root.exists():
-            task_files += [(f"{kind}/{name}", p) for name, p in _tree(root)]
+    task_files = [(f"{kind}/{name}", p) for kind, root in task_dirs.items()
+                  for name, p in _tree(root)]  # fmt: skip
     # Where the corpus and --task data lie differs between machines; their contents are in the
     # text and suite digests.
-    settings = json.loads((w.root / "settings.json").read_text())
     settings = {k: v for k, v in settings.items() if k not in ("corpus", "tasks")}
     settings_text = json.dumps(settings, sort_keys=True).encode()
     return {
         "suite_version": suite.VERSION,
         "settings_sha256": hashlib.sha256(settings_text).hexdigest(),
-        "text_sha256": hashlib.sha256(train.read_bytes()).hexdigest(),
+        "text_sha256": hashlib.sha256(train_text.read_bytes()).hexdigest(),
         "suite_sha256": _digest_files(task_files),
     }
 
@@ -112,11 +104,12 @@ def made_by(run_dirs: Iterable[epath.Path]) -> list[str]:
     return sorted(seen)
 
 
-def of_table(w: Workdir, scale: Scale, run_dirs: Iterable[epath.Path]) -> dict:
+def of_table(scale: Scale, digests: dict, run_dirs: Iterable[epath.Path]) -> dict:
     """A table document's provenance: the commit and device that rendered it, the scale's
-    budget, what its runs share (`shared`) and which commits on which devices made them."""
+    budget, what its runs share (`digests`, from `shared`) and which commits on which devices
+    made them."""
     return {
         "rendered_by": f"{commit()} on {device()}", "scale": scale.name, "model": scale.model,
         "steps": scale.steps, "pretrain_seeds": scale.pretrain_seeds, "seeds": scale.seeds,
-        **shared(w), "made_by": made_by(run_dirs),
+        **digests, "made_by": made_by(run_dirs),
     }  # fmt: skip

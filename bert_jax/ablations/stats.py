@@ -19,11 +19,14 @@ quarter of the time. It is kept as the A/A test's reference (bert_jax.ablations.
 from __future__ import annotations
 
 import collections
+import io
 import json
 from collections.abc import Callable
 
 import numpy as np
 from etils import epath
+
+from bert_jax.atomic_write import write_bytes_atomic
 
 # How each downstream kind is scored from its rows' column sums (x 100, as the tables print).
 ACCURACY, MEAN_F1, ENTITY_F1 = "accuracy", "mean_f1", "entity_f1"
@@ -46,6 +49,17 @@ def headline(metric: str, sums_xK: np.ndarray, n: int | np.ndarray) -> np.ndarra
         tp, predicted, gold = sums_xK[..., 0], sums_xK[..., 1], sums_xK[..., 2]
         return 100.0 * 2.0 * tp / np.maximum(predicted + gold, 1e-12)
     return 100.0 * sums_xK[..., 0] / n
+
+
+def cached_rows(path: epath.Path, compute: Callable[[], np.ndarray]) -> np.ndarray:
+    """A run's per-example rows, kept in the compressed npz `path`: `compute()`d and written
+    whole on first use (a unit carries the file, not what it was computed from)."""
+    if not path.exists():
+        buffer = io.BytesIO()
+        np.savez_compressed(buffer, rows=compute())
+        write_bytes_atomic(path, buffer.getvalue())
+    with np.load(io.BytesIO(path.read_bytes())) as npz:
+        return npz["rows"]
 
 
 def example_rows(kind: str, task_dir: str, run_dir: str) -> np.ndarray:

@@ -16,7 +16,7 @@ choice.json) is copied last, so a copy cut short is not taken for a finished run
 on the machine that trained them: a unit's runs are finished there, together.
 
 Units made with other settings, pretraining text or downstream data than the workdir's are
-refused by name (`provenance.shared`); the commit and device are recorded, not matched.
+refused by name (`Workdir.digests`); the commit and device are recorded, not matched.
 """
 
 from __future__ import annotations
@@ -95,18 +95,11 @@ class Units:
     directory: str
 
     def __post_init__(self) -> None:
-        h = self.harness
-        self.root = epath.Path(self.directory) / h.scale.name
-        self._shared: dict | None = None
-
-    def shared(self) -> dict:
-        if self._shared is None:
-            self._shared = provenance.shared(self.harness)
-        return self._shared
+        self.root = epath.Path(self.directory) / self.harness.scale.name
 
     def _check(self, unit: epath.Path) -> None:
         manifest = json.loads((unit / MANIFEST).read_text())
-        ours = self.shared()
+        ours = self.harness.digests()
         differ = [k for k in ours if manifest.get(k) != ours[k]]
         if differ:
             raise BertJaxError(
@@ -145,7 +138,7 @@ class Units:
         return {
             "unit": run.key, "scale": self.harness.scale.name, "objective": run.objective,
             "model": run.model, "steps": run.steps, "mix": run.mix, "pretraining_seed": run.seed,
-            **self.shared(),
+            **self.harness.digests(),
             "made_by": provenance.made_by(
                 r.parent for r in provenance.files_under(unit, "run_time.json")
             ),

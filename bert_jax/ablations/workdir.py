@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from etils import epath
 
 from bert_jax import objectives
-from bert_jax.ablations import suite
+from bert_jax.ablations import provenance, suite
 from bert_jax.ablations.inputs import check_task_dir, documents_within, read_documents, write_docs
 from bert_jax.ablations.scales import Scale
 from bert_jax.atomic_write import is_local, write_json_atomic
@@ -57,6 +57,7 @@ class Workdir:
         self.root = epath.Path(self.workdir)
         self.root.mkdir(parents=True, exist_ok=True)
         self._docs: list[list[str]] | None = None
+        self._digests: dict | None = None
         self._building_depth = 0
         # Inputs are checked before settings.json records them (a typo recorded there would
         # refuse the corrected command) and before any arm starts.
@@ -113,6 +114,20 @@ class Workdir:
                 f"{path}: this workdir's runs were made with {diff}; use another --workdir "
                 "(or the earlier settings) so the tables do not mix the two"
             )
+
+    def digests(self) -> dict:
+        """What every run here shares, as digests (provenance.shared), building the corpus
+        split and suite first if need be: computed once, as that data is built once and kept."""
+        if self._digests is None:
+            train, _ = self._corpus_split()
+            self.task_dir("sst2")  # builds the suite (every built-in kind) once
+            kinds = ("sst2", "mrpc", "mnli", "conll", "squad")
+            dirs = {k: epath.Path(self.task_dir(k)) for k in kinds}
+            settings = json.loads((self.root / "settings.json").read_text())
+            self._digests = provenance.shared(
+                settings, train, {k: d for k, d in dirs.items() if d.exists()}
+            )
+        return self._digests
 
     # ---- data --------------------------------------------------------------------------------
     def _documents(self) -> list[list[str]]:
