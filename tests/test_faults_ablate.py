@@ -54,7 +54,8 @@ def test_corpus_and_model_refused_before_any_arm_starts(tmp_path):
     latin1 = tmp_path / "latin1.txt"
     latin1.write_bytes("Caf\xe9 au lait.\nEncore.\n".encode("latin-1"))
     for corpus, message in (
-        (str(tmp_path / "nothing" / "*.txt"), r"--corpus \S+\*\.txt: no files match"),
+        (str(tmp_path / "nothing" / "*.txt"), r"--corpus: \S+\*\.txt: no file matches"),
+        (str(tmp_path), r"--corpus: \S+: is a directory, expected text files"),
         (str(few), "2 documents; need at least 20"),
         (str(latin1), r"--corpus \S+latin1\.txt: not UTF-8 \(byte 3\)"),
     ):

@@ -1,5 +1,6 @@
-"""What an ablation reads from its user: the pretraining corpus (`--corpus` globs of text in
-create-pretraining-data's format) and `--task KIND:DIR` data, checked before anything runs."""
+"""What an ablation reads from its user, checked before anything runs: `--task KIND:DIR` data
+and released checkpoints (the corpus: bert_jax.ablations.corpus_split); and the
+document-writing the embedded default's split uses."""
 
 from __future__ import annotations
 
@@ -11,31 +12,6 @@ from bert_jax.train.config import finetune_config
 
 # The fine-tuning task family of each downstream kind.
 FAMILY = {"sst2": "glue", "mrpc": "glue", "mnli": "glue", "conll": "ner", "squad": "squad"}
-
-
-def read_documents(patterns: str) -> list[list[str]]:
-    """Documents of text files in create-pretraining-data's format (one sentence a line, a
-    blank line between documents)."""
-    docs: list[list[str]] = []
-    for pattern in (p.strip() for p in patterns.split(",") if p.strip()):
-        parent, glob = epath.Path(pattern).parent, epath.Path(pattern).name
-        files = sorted(parent.glob(glob))
-        if not files:
-            raise BertJaxError(f"--corpus {pattern}: no files match")
-        for path in files:
-            try:
-                text = path.read_text(encoding="utf-8")
-            except UnicodeDecodeError as e:
-                raise BertJaxError(f"--corpus {path}: not UTF-8 (byte {e.start})") from None
-            except IsADirectoryError:
-                raise BertJaxError(f"--corpus {path}: a directory, expected text files") from None
-            for block in text.split("\n\n"):
-                lines = [line.strip() for line in block.splitlines() if line.strip()]
-                if len(lines) >= 2:
-                    docs.append(lines)
-    if len(docs) < 20:
-        raise BertJaxError(f"--corpus {patterns}: {len(docs)} documents; need at least 20")
-    return docs
 
 
 def documents_within(docs: list[list[str]], max_bytes: int) -> int:

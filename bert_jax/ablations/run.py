@@ -149,12 +149,14 @@ def ablate(
     only_tasks: tuple[str, ...] = (),
     units_dir: str = "",
     units: tuple[tuple[str, int], ...] = (),
+    vocab: str = "",
 ) -> dict | None:
     """Runs (or continues) every arm of `table`; writes and returns the table document.
     `only_tasks`: the table's columns to run and report (all when empty). `units_dir`: finished
     runs are brought in from the units there first and every finished run is kept there
     (bert_jax.ablations.units). `units`: run only these (arm, pretraining seed) units of the
-    table, keep them in `units_dir` and write no table (None is returned)."""
+    table, keep them in `units_dir` and write no table (None is returned). `vocab`: a vocab.txt
+    or sentencepiece model to use instead of training one (bert_jax.ablations.given_vocab)."""
     _share_compiled_steps(workdir)
     spec = tables.get(table)
     arms = spec.arms(scale)
@@ -165,7 +167,7 @@ def ablate(
     if not units:
         report.check_keeps_columns(workdir, table, every, only_tasks)
     tasks = tasks or {}
-    harness = Harness(workdir, scale, corpus, tasks, progress)
+    harness = Harness(workdir, scale, corpus, tasks, progress, vocab)
     jobs = table_jobs(arms, scale)
     store = _bring_in(harness, units_dir, progress)
     if units:
@@ -318,12 +320,13 @@ def plan(
     progress: Callable[[str], None] = print,
     only_tasks: tuple[str, ...] = (),
     units_dir: str = "",
+    vocab: str = "",
 ) -> list[dict]:
     """Which units (pretraining runs with their fine-tuning) `table` still needs, after the
     units in `units_dir` are brought in, and about how long each takes by the finished runs of
     its kind; nothing is trained. Returns per unit {"unit", "arms", "left"} (run_time.remaining)."""
     arms, _ = tables.select_tasks(table, tables.get(table).arms(scale), only_tasks)
-    harness = Harness(workdir, scale, corpus, tasks or {}, progress)
+    harness = Harness(workdir, scale, corpus, tasks or {}, progress, vocab)
     jobs = table_jobs(arms, scale)
     _bring_in(harness, units_dir, progress)
     finished = list(harness._finished())

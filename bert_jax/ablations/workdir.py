@@ -2,7 +2,8 @@
 shards per pairing, the built-in suite and the slices of train the rates are chosen on; and the
 settings its runs were made with (a workdir made with others is refused).
 
-  data/          corpus split (train.txt, eval.txt), vocab/, shards per pairing (nsp/, sop/)
+  data/          corpus split (train.txt, eval.txt; from a --corpus also held_out.txt, the
+                 vocab's sample vocab_sample.txt and split.json), vocab/, shards per pairing
   suite/         the built-in downstream tasks (bert_jax.ablations.suite), unless --task is given
   lr_slices/     each task's train re-split to choose rates on (bert_jax.ablations.lr_choice)
   settings.json  the scale's unkeyed fields, the corpus, the --task data, the suite's version
@@ -16,13 +17,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import os
 from collections.abc import Callable, Iterator
 
 from etils import epath
 
 from bert_jax import objectives
-from bert_jax.ablations import provenance, suite
-from bert_jax.ablations.inputs import check_task_dir, documents_within, read_documents, write_docs
+from bert_jax.ablations import corpus_split, given_vocab, provenance, suite
+from bert_jax.ablations.inputs import check_task_dir, documents_within, write_docs
 from bert_jax.ablations.scales import Scale
 from bert_jax.atomic_write import is_local, write_json_atomic
 from bert_jax.corpus import embedded
@@ -30,8 +32,16 @@ from bert_jax.data.pipeline import create_pretraining_data
 from bert_jax.errors import BertJaxError
 from bert_jax.tokenization.vocab_builder import build_vocab
 
-# Held out: one document in five (a tenth before suite v3), for the cpu suite's 2000 dev examples.
+# Held out of the embedded default: one document in five (a tenth before suite v3), for the cpu
+# suite's 2000 dev examples. A --corpus is split by hash (corpus_split), the held-out sample
+# sized by SUITE_BYTES_PER_EXAMPLE: the cpu suite's 1.7 MB of held-out text gave at least 1914
+# examples of each kind per split from its half of the documents (about 440 bytes each), so
+# 1000 bytes per example of train and dev leaves a margin.
 HELD_OUT_EVERY = 5
+SUITE_BYTES_PER_EXAMPLE = 1000
+# A trained vocab learns from at most this much of a --corpus's training text (a hash sample):
+# sentencepiece reads at most 1M sentences of it anyway (vocab_builder's input_sentence_size).
+VOCAB_SAMPLE_BYTES = 100 << 20
 # Scale fields that are part of each run's directory name (or chosen per table): free to differ.
 _KEYED = ("name", "model", "steps", "seeds", "pretrain_seeds", "sizes", "finetune_epochs",
           "finetune_lr", "finetune_lrs", "finetune_dropout", "warn_repetition",
@@ -49,22 +59,25 @@ def shard_objective(objective: str) -> str:
 class Workdir:
     workdir: str
     scale: Scale
-    corpus: str = ""  # comma-separated globs; "" = the embedded corpus
+    corpus: str = ""  # create-pretraining-data's sources, comma-separated; "" = embedded
     tasks: dict[str, str] = dataclasses.field(default_factory=dict)  # kind -> user data dir
     progress: Callable[[str], None] = print
+    vocab: str = ""  # a WordPiece vocab.txt or sentencepiece .model to use; "" = train one
 
     def __post_init__(self) -> None:
         self.root = epath.Path(self.workdir)
         self.root.mkdir(parents=True, exist_ok=True)
-        self._docs: list[list[str]] | None = None
         self._digests: dict | None = None
+        self._embedded: tuple[list[list[str]], list[list[str]]] | None = None
         self._building_depth = 0
         # Inputs are checked before settings.json records them (a typo recorded there would
         # refuse the corrected command) and before any arm starts.
         for kind, directory in self.tasks.items():
             check_task_dir(kind, directory)
         if self.corpus and not (self.root / "data" / "eval.txt").exists():
-            self._documents()  # globs that match nothing, too few documents
+            corpus_split.check(self.corpus)  # matches nothing, not UTF-8, too few documents
+        if self.vocab:
+            given_vocab.check(self.vocab)
         self._check_settings()
 
     @contextlib.contextmanager
@@ -101,6 +114,8 @@ class Workdir:
         values is refused rather than mixed into the new tables."""
         now = {k: v for k, v in dataclasses.asdict(self.scale).items() if k not in _KEYED}
         extra = {"corpus": self.corpus, "tasks": self.tasks, "suite_version": suite.VERSION}
+        if self.vocab:  # (absent when trained, so workdirs made before the flag still match)
+            extra["vocab_file"] = given_vocab.fingerprint(self.vocab)
         now = json.loads(json.dumps({**now, **extra}))
         path = self.root / "settings.json"
         if not path.exists():
@@ -130,46 +145,67 @@ class Workdir:
         return self._digests
 
     # ---- data --------------------------------------------------------------------------------
-    def _documents(self) -> list[list[str]]:
-        if self._docs is None:
-            docs = read_documents(self.corpus) if self.corpus else list(embedded.iter_documents())
-            self._docs = docs
-        return self._docs
-
     def _corpus_split(self) -> tuple[epath.Path, epath.Path]:
-        """Every `HELD_OUT_EVERY`-th document is held out: held-out pretraining text (the first
-        tenth of `corpus_bytes`, or 300 KB when the scale reads the whole corpus) and the
-        built-in suite."""
+        """The pretraining text and the held-out pretraining text (the first tenth of
+        `corpus_bytes`, or 300 KB when the scale reads the whole corpus); the held-out
+        documents also make the built-in suite. The embedded default holds out every
+        `HELD_OUT_EVERY`-th document; a --corpus a sample by hash, streamed (corpus_split)."""
         data = self.root / "data"
         train, held = data / "train.txt", data / "eval.txt"
+        size = self.scale.corpus_bytes
+        eval_bytes = max(size // 10, 20_000) if size else 300_000
 
         def split() -> None:
             data.mkdir(parents=True, exist_ok=True)
-            held_out, rest = self._held_out_and_rest()
-            write_docs(rest, train, self.scale.corpus_bytes)
-            size = self.scale.corpus_bytes
-            write_docs(held_out, held, max(size // 10, 20_000) if size else 300_000)
+            if self.corpus:
+                self.progress(f"splitting --corpus {self.corpus} (two passes over it)")
+                examples = self.scale.suite_train + self.scale.suite_dev
+                corpus_split.split(
+                    self.corpus, data, eval_bytes + SUITE_BYTES_PER_EXAMPLE * examples,
+                    eval_bytes, train_bytes=size, vocab_bytes=VOCAB_SAMPLE_BYTES,
+                )  # fmt: skip
+                return
+            held_out, rest = self._embedded_split()
+            write_docs(rest, train, size)
+            write_docs(held_out, held, eval_bytes)
 
         self._build_once(held, split)
         return train, held
 
-    def _held_out_and_rest(self) -> tuple[list[list[str]], list[list[str]]]:
-        docs = self._documents()
-        return docs[::HELD_OUT_EVERY], [d for i, d in enumerate(docs) if i % HELD_OUT_EVERY]
+    def _embedded_split(self) -> tuple[list[list[str]], list[list[str]]]:
+        if self._embedded is None:  # read once (the split and the suite both need it)
+            docs = list(embedded.iter_documents())
+            rest = [d for i, d in enumerate(docs) if i % HELD_OUT_EVERY]
+            self._embedded = docs[::HELD_OUT_EVERY], rest
+        return self._embedded
 
     def _suite_documents(self) -> list[list[str]]:
-        """The held-out documents, then those the pretraining text left out (beyond the
-        scale's `corpus_bytes`): no pretraining run reads a sentence the suite is built of."""
-        held_out, rest = self._held_out_and_rest()
+        """The held-out documents (of the embedded default, then those its pretraining text
+        left out beyond the scale's `corpus_bytes`): no pretraining run reads a sentence the
+        suite is built of."""
+        if self.corpus:
+            self._corpus_split()
+            return corpus_split.read_held_out(self.root / "data")
+        held_out, rest = self._embedded_split()
         return held_out + rest[documents_within(rest, self.scale.corpus_bytes) :]
 
     def vocab_file(self) -> str:
+        """The workdir's WordPiece vocab: --vocab_file's (converted from a sentencepiece model
+        if need be), or one trained on the pretraining text (a --corpus's bounded sample)."""
         out = self.root / "data" / "vocab"
 
         def vocab() -> None:
+            if self.vocab:
+                self.progress(f"using the vocab of {self.vocab}")
+                given_vocab.install(self.vocab, out)
+                return
             train, _ = self._corpus_split()
-            self.progress(f"building a {self.scale.vocab_size}-token vocab")
-            build_vocab(str(train), self.scale.vocab_size, out, num_threads=1)
+            threads = 1  # the embedded default's vocab, as it was made before
+            if self.corpus:
+                record = json.loads((self.root / "data" / "split.json").read_text())
+                train, threads = self.root / "data" / record["vocab_from"], os.cpu_count() or 1
+            self.progress(f"building a {self.scale.vocab_size}-token vocab on {train}")
+            build_vocab(str(train), self.scale.vocab_size, out, num_threads=threads)
 
         self._build_once(out / "vocab_stats.json", vocab)
         return str(out / "vocab.txt")

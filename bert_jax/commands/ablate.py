@@ -3,11 +3,15 @@
   bert-jax ablate --table 5 --scale cpu --workdir /tmp/ablate --seeds 3
   bert-jax ablate --table 5 --scale cpu --workdir /tmp/q --quick        # minutes, every arm
   bert-jax ablate --table 5 --scale host --corpus 'wiki/*.txt' --workdir /data/abl  # one GPU
+  bert-jax ablate --table 5 --scale host --corpus tfds:wikipedia/20230601.en --vocab_file \
+      bert-base-uncased/vocab.txt --workdir /data/abl
   bert-jax ablate --table 5 --scale host --corpus ... --workdir gs://B/abl --topology v4-8
   bert-jax ablate --table 5 --scale tpu --workdir gs://B/ablate --tpu_name my-v4 --topology v4-32
 
 Tables: the values of --table below (bert_jax/ablations/tables/, one module each).
-Each arm is pretrained on --corpus (default: the embedded corpus) and fine-tuned on the built-in
+Each arm is pretrained on --corpus (default: the embedded corpus; streamed, its held-out
+documents a sample by hash: bert_jax/ablations/corpus_split.py) in --vocab_file's vocab (default:
+one trained on the corpus, or on a 100 MB sample of it) and fine-tuned on the built-in
 offline suite (sst2, mrpc, conll, squad; bert_jax/ablations/suite.py) over --seeds seeds, or on
 your data with --task KIND:DIR (kinds sst2, mrpc, mnli, conll, squad; the layouts `bert-jax
 finetune` reads), each arm pretrained --pretrain_seeds times. Writes WORKDIR/<table>.json,
@@ -47,7 +51,15 @@ _SCALE = flags.DEFINE_enum(
     "tpu: the paper's recipe on a slice.",
 )  # fmt: skip
 _WORKDIR = flags.DEFINE_string("workdir", None, "Where runs, tables and plots go.")
-_CORPUS = flags.DEFINE_string("corpus", "", "Pretraining text globs (default: embedded corpus).")
+_CORPUS = flags.DEFINE_string(
+    "corpus", "", "Pretraining text: files, globs, gs://, tfds:NAME[:SPLIT][#FEATURE] or "
+    "embedded[:N], comma-separated, as create-pretraining-data's --input_file (default: the "
+    "embedded corpus). Streamed: the held-out documents are a sample by hash, sized to the suite."
+)  # fmt: skip
+_VOCAB_FILE = flags.DEFINE_string(
+    "vocab_file", "", "A WordPiece vocab.txt (e.g. bert-base-uncased's) or a sentencepiece "
+    "*.model to use instead of training a vocab on the corpus."
+)  # fmt: skip
 _TASK = flags.DEFINE_multi_string("task", [], "KIND:DIR, replaces a built-in task (repeatable).")
 _ONLY_TASKS = flags.DEFINE_list(
     "only_tasks", [], "Run and report only these of the table's tasks, e.g. sst2,squad "
@@ -135,9 +147,10 @@ def main(argv: list[str]) -> None:
         from bert_jax.ablations.run import plan
 
         plan(_TABLE.value, scale, _WORKDIR.value, _CORPUS.value, tasks, only_tasks=only,
-             units_dir=_UNITS_DIR.value)  # fmt: skip
+             units_dir=_UNITS_DIR.value, vocab=_VOCAB_FILE.value)  # fmt: skip
         return
     from bert_jax.ablations.run import parse_units
 
     ablate(_TABLE.value, scale, _WORKDIR.value, _CORPUS.value, tasks, only_tasks=only,
-           units_dir=_UNITS_DIR.value, units=parse_units(_UNITS.value))  # fmt: skip
+           units_dir=_UNITS_DIR.value, units=parse_units(_UNITS.value),
+           vocab=_VOCAB_FILE.value)  # fmt: skip

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 import re
 from collections.abc import Iterator
 
@@ -71,8 +72,8 @@ class Source:
             yield from _tfds_chunks(self.name)
 
 
-def resolve_inputs(input_file: str | list[str]) -> list[Source]:
-    """Expand the comma-separated entries of --input_file into sources, in order."""
+def resolve_inputs(input_file: str | list[str], flag: str = "--input_file") -> list[Source]:
+    """Expand the comma-separated entries of --input_file (or `flag`) into sources, in order."""
     entries = input_file.split(",") if isinstance(input_file, str) else list(input_file)
     sources: list[Source] = []
     for entry in (e.strip() for e in entries):
@@ -81,17 +82,17 @@ def resolve_inputs(input_file: str | list[str]) -> list[Source]:
         if entry.startswith(EMBEDDED):
             limit = entry[len(EMBEDDED) :]
             if limit and not limit.isdigit():
-                raise BertJaxError(f"--input_file: {entry}: expected embedded: or embedded:N")
+                raise BertJaxError(f"{flag}: {entry}: expected embedded: or embedded:N")
             sources.append(Source("embedded", limit))
         elif entry.startswith("tfds:"):
             sources.append(Source("tfds", entry[len("tfds:") :]))
         else:
-            matches = _glob(entry)
+            matches = _glob(entry, flag)
             if not matches:
-                raise BertJaxError(f"--input_file: {entry}: no file matches")
+                raise BertJaxError(f"{flag}: {entry}: no file matches")
             sources.extend(Source("file", m) for m in matches)
     if not sources:
-        raise BertJaxError("--input_file: no input given")
+        raise BertJaxError(f"{flag}: no input given")
     return sources
 
 
@@ -146,11 +147,11 @@ def check_text(sources: list[Source]) -> None:
         raise BertJaxError(f"{names}: no text (empty, or blank lines only)")
 
 
-def _glob(pattern: str) -> list[str]:
+def _glob(pattern: str, flag: str) -> list[str]:
     if not any(c in pattern for c in "*?["):
         path = epath.Path(pattern)
         if path.is_dir():
-            raise BertJaxError(f"--input_file: {pattern}: is a directory, expected text files")
+            raise BertJaxError(f"{flag}: {pattern}: is a directory, expected text files")
         return [pattern] if path.exists() else []
     path = epath.Path(pattern)
     # epath globs relative to a concrete parent; split the pattern at its first wildcard part.
@@ -169,7 +170,8 @@ def _tfds_chunks(spec: str) -> Iterator[bytes]:
         import tensorflow_datasets as tfds
     except ImportError as e:
         raise BertJaxError(f"tfds:{spec}: tensorflow-datasets is not installed") from e
-    ds = tfds.load(name, split=split or "train")
+    # TFDS_DATA_DIR as read now, not when tfds was first imported
+    ds = tfds.load(name, split=split or "train", data_dir=os.environ.get("TFDS_DATA_DIR"))
     feature = feature or "text"
     for example in tfds.as_numpy(ds):
         if feature not in example:
