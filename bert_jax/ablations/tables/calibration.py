@@ -10,6 +10,7 @@ budget: the other tables' claims on it are reported as not used (`uncalibrated`)
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 from bert_jax.ablations.scales import Scale
@@ -39,9 +40,17 @@ def claims(doc: dict) -> Iterator[Claim]:
             "claim": f"{task}: the ceiling is at least {MIN_RANGE:g} points above random init",
             "holds": kept, "verdict": "kept for claims" if kept else "not used for claims",
             "interval": [d["low"], d["high"]],
-            "detail": f"ceiling - floor {d['diff']:+.2f}, 95% interval [{d['low']:+.2f}, "
-                      f"{d['high']:+.2f}] over {d['examples']} examples",
+            "detail": f"ceiling - floor {d['diff']:+.2f} over {d['examples']} examples, "
+                      + _interval_text(d),
         }  # fmt: skip
+
+
+def _interval_text(d: dict) -> str:
+    """The rule is on the difference; its interval is shown when there is one (a single run
+    of each arm has no spread between runs to measure)."""
+    if math.isinf(d["low"]) or math.isinf(d["high"]):
+        return "one run of each: no interval (the rule is on the difference)"
+    return f"95% interval [{d['low']:+.2f}, {d['high']:+.2f}]"
 
 
 def uncalibrated(doc: dict | None) -> list[str] | None:
