@@ -140,19 +140,19 @@ def _save(doc: dict, path: epath.Path, evidence: Evidence | None = None) -> None
     """The json (rows first: a json on disk always has its rows) and its md beside it."""
     if evidence is not None:
         evidence.save(rows_path(path), identity_of(doc))
-    write_json_atomic(path, _finite(doc), sort_keys=False)
+    write_json_atomic(path, json_safe(doc), sort_keys=False)
     write_text_atomic(path.parent / (path.name.removesuffix(".json") + ".md"), markdown(doc))
 
 
-def _finite(value):
+def json_safe(value):
     """`value` with infinite and NaN floats as null (JSON has no Infinity: an interval of one
     run is unbounded, and jq or a browser would refuse the file)."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {k: json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
+        return [json_safe(v) for v in value]
     return value
 
 
