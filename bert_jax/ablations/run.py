@@ -38,17 +38,29 @@ def scale_for(
     finetune_lr: float = 0,
     sizes: str = "",
     pretrain_seeds: int = 0,
+    batch: int = 0,
+    learning_rate: float = 0,
+    warmup: int | None = None,
+    dropout: float | None = None,
 ) -> Scale:
+    """`scale` (or `quick`) with the `bert-jax ablate` flags that override its fields: 0 = the
+    scale's; `warmup` and `dropout` (the pretraining's) None = the scale's, as 0 is a recipe."""
     if scale not in SCALES or scale == "quick":
         raise BertJaxError(f"--scale={scale}: use cpu, host or tpu")
     s = SCALES["quick"] if quick else SCALES[scale]
     given = dict(steps=steps, model=model, seeds=seeds, finetune_epochs=finetune_epochs,
                  finetune_lr=finetune_lr, sizes=parse_sizes(sizes),
-                 pretrain_seeds=pretrain_seeds)  # fmt: skip
+                 pretrain_seeds=pretrain_seeds, batch=batch,
+                 learning_rate=learning_rate)  # fmt: skip
     for name, value in given.items():
         if isinstance(value, (int, float)) and value < 0:
             raise BertJaxError(f"--{name}={value}: must be positive (0 = the scale's)")
     overrides = {k: v for k, v in given.items() if v}
+    if warmup is not None and warmup < 0:
+        raise BertJaxError(f"--warmup={warmup}: must be at least 0 (unset = the scale's)")
+    if dropout is not None and not 0 <= dropout < 1:
+        raise BertJaxError(f"--pretrain_dropout={dropout}: must be in [0, 1) (unset = the scale's)")
+    overrides |= {k: v for k, v in dict(warmup=warmup, dropout=dropout).items() if v is not None}
     if finetune_lr:  # a rate given is every arm's: none is chosen on a slice of train
         overrides["finetune_lrs"] = ()
     if finetune_epochs:  # and epochs given are every task's

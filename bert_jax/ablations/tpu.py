@@ -56,6 +56,9 @@ def run_overrides(run: tables.Pretrain, scale: Scale, data: str, phase: int) -> 
         # Phase 2 is the same fraction of every run (ELECTRA's table gives arms other steps).
         "train_steps": run.steps if phase == 1 else scale.phase2_steps * run.steps // scale.steps,
         "dtype": scale.dtype,
+        # The scale's pretraining dropout (0 at host), not the config's default 0.1
+        "hidden_dropout_prob": scale.dropout,
+        "attention_probs_dropout_prob": scale.dropout,
     }
     quarter = _quarter(run) if phase == 1 else 0
     if quarter:  # Figure 5 fine-tunes the checkpoint of each quarter

@@ -74,6 +74,23 @@ _SEEDS = flags.DEFINE_integer("seeds", 0, "Fine-tuning seeds per task (0 = the s
 _PRETRAIN_SEEDS = flags.DEFINE_integer(
     "pretrain_seeds", 0, "Pretraining runs per arm (0 = the scale's: 2 at cpu, 1 at tpu)."
 )
+# The pretraining recipe; --scale host before 2026-11-29 was --steps 100000 --batch 256
+# --learning_rate 5e-4 --warmup 2000 --pretrain_dropout 0.1 (bert_jax/ablations/scales.py).
+_BATCH = flags.DEFINE_integer(
+    "batch", 0, "Pretraining batch in sequences (0 = the scale's; host: 1024). The host recipe "
+    "before 2026-11-29: --steps 100000 --batch 256 --learning_rate 5e-4 --warmup 2000 "
+    "--pretrain_dropout 0.1."
+)  # fmt: skip
+_LR = flags.DEFINE_float(
+    "learning_rate", 0, "Peak pretraining learning rate (0 = the scale's; host: 1e-3)."
+)
+_WARMUP = flags.DEFINE_integer(
+    "warmup", None, "Pretraining warmup steps (unset = the scale's; host: 1500; 0 = none)."
+)
+_PRETRAIN_DROPOUT = flags.DEFINE_float(
+    "pretrain_dropout", None, "Pretraining dropout of hidden states and attention probabilities "
+    "(unset = the scale's: 0 at host and cpu, 0.1 at tpu; 0 = none); fine-tuning's is unchanged."
+)  # fmt: skip
 _FT_EPOCHS = flags.DEFINE_float("finetune_epochs", 0, "Fine-tuning epochs (0 = the scale's).")
 _FT_LR = flags.DEFINE_float("finetune_lr", 0, "Fine-tuning learning rate (0 = the scale's).")
 _QUICK = flags.DEFINE_bool("quick", False, "Minutes-long run of every arm (what tests use).")
@@ -134,7 +151,9 @@ def main(argv: list[str]) -> None:
 
     scale = scale_for(_SCALE.value, _STEPS.value, _MODEL.value, _SEEDS.value, _QUICK.value,
                       _FT_EPOCHS.value, _FT_LR.value, _SIZES.value,
-                      pretrain_seeds=_PRETRAIN_SEEDS.value)  # fmt: skip
+                      pretrain_seeds=_PRETRAIN_SEEDS.value, batch=_BATCH.value,
+                      learning_rate=_LR.value, warmup=_WARMUP.value,
+                      dropout=_PRETRAIN_DROPOUT.value)  # fmt: skip
     tasks = _tasks(_TASK.value)
     if _SCALE.value == "tpu" or (_SCALE.value == "host" and _TOPOLOGY.present):
         from bert_jax.ablations.tpu import plan

@@ -1,4 +1,4 @@
-"""Data throughput at scale (issue 57): create-pretraining-data with the fast local runner and
+"""Data throughput at scale: create-pretraining-data with the fast local runner and
 with Apache Beam's DirectRunner, then the trainer's reader over the shards, as the corpus grows.
 
   python experiments/bench/bench_data_at_scale.py [--mb 50,100,200,400] [--runners local,beam]

@@ -119,23 +119,25 @@ def load(path: pathlib.Path) -> tuple[list[dict], list[dict], dict]:
 
 
 # ---- the two trainers ---------------------------------------------------------------------------
-def _bert_config(size: str, vocab_size: int, dtype: str = "float32", attention_dropout=0.1):
+def _bert_config(size: str, vocab_size: int, dtype: str = "float32", attention_dropout=0.1,
+                 hidden_dropout: float = 0.1):  # fmt: skip
     from bert_jax.config import preset
 
     return preset(SIZES[size], vocab_size=vocab_size, max_position_embeddings=512,
-                  hidden_dropout_prob=0.1, attention_probs_dropout_prob=attention_dropout,
-                  dtype=dtype)  # fmt: skip
+                  hidden_dropout_prob=hidden_dropout,
+                  attention_probs_dropout_prob=attention_dropout, dtype=dtype)  # fmt: skip
 
 
-def _train_config(steps: int, seed: int):
+def _train_config(steps: int, seed: int, learning_rate: float = 1e-3, warmup: int | None = None):
+    """AdamW as in the module docstring; `warmup` None = a tenth of the steps."""
     import ml_collections
 
     from bert_jax.train.config import training_config
 
     c = training_config()
-    c.update(dict(optimizer="adamw", schedule="linear", learning_rate=1e-3, train_steps=steps,
-                  warmup_steps=steps // 10, weight_decay=0.01, adam_eps=1e-6, max_grad_norm=1.0,
-                  seed=seed))  # fmt: skip
+    c.update(dict(optimizer="adamw", schedule="linear", learning_rate=learning_rate,
+                  train_steps=steps, warmup_steps=steps // 10 if warmup is None else warmup,
+                  weight_decay=0.01, adam_eps=1e-6, max_grad_norm=1.0, seed=seed))  # fmt: skip
     c.mesh = ml_collections.ConfigDict({"data": 1, "fsdp": 1, "tensor": 1})
     return c
 
@@ -147,21 +149,26 @@ def _correct_and_count(logits_BxPxV: np.ndarray, batch: dict) -> tuple[float, fl
 
 
 def run_ours(size, seed, train, held_out, vocab_size, evals, export_to, dtype="float32",
-             attention_dropout=0.1):  # fmt: skip
-    """Trains ours; writes the initial weights to `export_to` (an HF dir) for the peer (whose
-    attention dropout is then ours: it reads the exported config)."""
+             attention_dropout=0.1, hidden_dropout=0.1, learning_rate=1e-3,
+             warmup=None):  # fmt: skip
+    """Trains ours; writes the initial weights to `export_to` (an HF dir; None: not written)
+    for the peer (whose attention dropout is then ours: it reads the exported config). The
+    batch is the training batches' rows (BATCH unless a caller joined them, e.g.
+    experiments/ablations/host_recipe_curve.py); `hidden_dropout`, `learning_rate` and
+    `warmup` (None: a tenth of the steps) change the recipe of ours alone, the peer's stays."""
     import jax
 
     from bert_jax.interop import export_hf
     from bert_jax.pretraining.task import PretrainingTask
     from bert_jax.train import build_trainer, make_mesh
 
-    cfg = _bert_config(size, vocab_size, dtype, attention_dropout)
-    config = _train_config(len(train), seed)
-    task = PretrainingTask(cfg, BATCH, SEQ, PRED)
+    cfg = _bert_config(size, vocab_size, dtype, attention_dropout, hidden_dropout)
+    config = _train_config(len(train), seed, learning_rate, warmup)
+    task = PretrainingTask(cfg, len(train[0]["input_ids"]), SEQ, PRED)
     trainer = build_trainer(config, task, make_mesh(config.mesh))
     state = trainer.init_state()
-    export_hf(cfg.replace(dtype="float32"), jax.device_get(state.params), export_to)
+    if export_to is not None:
+        export_hf(cfg.replace(dtype="float32"), jax.device_get(state.params), export_to)
     predict = jax.jit(
         lambda p, b: task.model.apply({"params": p}, **task.model_inputs(b)).mlm_logits
     )
