@@ -180,3 +180,19 @@ def test_sentencepiece_model_becomes_a_wordpiece_vocab(tmp_path):
     with pytest.raises(BertJaxError, match=r"--vocab_file=\S+v\.model: not a sentencepiece"):
         (tmp_path / "v.model").write_bytes(b"not a model")
         given_vocab.check(str(tmp_path / "v.model"))
+
+
+def test_runaway_lines_are_cut_or_refused(tmp_path, monkeypatch):
+    """A line that outgrows LONG_LINE_BYTES while no newline has come (read in chunks) becomes
+    several at spaces, so memory stays bounded; one with no space in that length is refused,
+    naming the file and byte."""
+    monkeypatch.setattr(corpus_split, "LONG_LINE_BYTES", 64)
+    words = " ".join(f"word{i}" for i in range(100))  # 589 bytes, the file's last line
+    (tmp_path / "long.txt").write_text(f"First line.\n{words}")
+    (doc,) = corpus_split.iter_documents(str(tmp_path / "long.txt"))
+    assert doc[0] == "First line." and " ".join(doc[1:]) == words
+    assert len(doc) > 9 and all(len(x) <= 64 for x in doc)
+    (tmp_path / "blob.txt").write_text("First line.\n" + "x" * 200)
+    with pytest.raises(BertJaxError, match=r"blob\.txt: 64 bytes without a newline or a space "
+                                           r"after byte 12"):  # fmt: skip
+        list(corpus_split.iter_documents(str(tmp_path / "blob.txt")))

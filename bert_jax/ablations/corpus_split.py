@@ -33,6 +33,9 @@ from bert_jax.errors import BertJaxError
 BUCKETS = 1 << 16
 MAX_HELD_OUT_SHARE = 0.2  # the embedded default holds out one document in five
 MIN_DOCUMENTS = 20
+# A line longer than this is cut at a space into several (create-pretraining-data cuts at 100k
+# characters anyway), so a file without newlines cannot fill memory.
+LONG_LINE_BYTES = 1 << 20
 
 
 def iter_documents(corpus: str) -> Iterator[list[str]]:
@@ -47,6 +50,16 @@ def _source_documents(source: sources.Source) -> Iterator[list[str]]:
     for chunk in source.iter_bytes():
         pending += chunk
         *complete, pending = pending.split(b"\n")
+        while len(pending) > LONG_LINE_BYTES:  # a runaway line: cut at a space, bounded memory
+            cut = pending.rfind(b" ", 0, LONG_LINE_BYTES)
+            if cut <= 0:
+                raise BertJaxError(
+                    f"--corpus {source.name}: {LONG_LINE_BYTES} bytes without a newline or a "
+                    f"space after byte {offset + sum(len(r) + 1 for r in complete)}: not text "
+                    "in the one-sentence-a-line format"
+                )
+            complete.append(pending[:cut])
+            pending = pending[cut + 1 :]
         for raw in complete:
             line = _decode(raw, source, offset)
             offset += len(raw) + 1
