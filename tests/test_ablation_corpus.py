@@ -160,6 +160,13 @@ def test_given_vocab_replaces_training(tmp_path, uncased_vocab):
     broken.write_text("[PAD]\n[UNK]\nthe\n")
     with pytest.raises(BertJaxError, match=r"--vocab_file=\S+broken\.txt: no \[CLS\], \[SEP\]"):
         Workdir(str(tmp_path / "wd2"), scale, corpus, vocab=str(broken), progress=print)
+    assert not (tmp_path / "wd2" / "settings.json").exists()
+    (tmp_path / "latin1.txt").write_bytes("[PAD]\ncaf\xe9\n".encode("latin-1"))
+    for path, message in ((tmp_path / "none.txt", "no such file"),
+                          (tmp_path, "a directory; give its vocab.txt"),
+                          (tmp_path / "latin1.txt", r"not UTF-8 text \(byte 9\)")):  # fmt: skip
+        with pytest.raises(BertJaxError, match=f"--vocab_file={re.escape(str(path))}: {message}"):
+            given_vocab.check(str(path))
 
 
 def test_sentencepiece_model_becomes_a_wordpiece_vocab(tmp_path):
