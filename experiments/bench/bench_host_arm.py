@@ -1,6 +1,7 @@
 """One `--scale host` arm's pretraining for a fixed wall time on this machine's accelerator:
-the harness's own config for Table 5's BERT arm (BERT-small L4-H512-A8, 256 x 128 tokens,
-bfloat16, MLM + NSP, lr 5e-4 warmed up over 2000 of 100k steps) reading its real input
+the harness's own config for Table 5's BERT arm at the scale's recipe (since 2026-11-29
+BERT-small L4-H512-A8, 1024 x 128 tokens, bfloat16, MLM + NSP, lr 1e-3 warmed up over 1500 of
+25k steps, no dropout; the 2026-11-28 H100 figure was at 256 x 128, lr 5e-4) reading its real input
 pipeline, stopped by SIGTERM after `--seconds`. Prints tokens/s and MFU per logged interval
 (MFU against the chip's published bf16 peak where bert_jax.accelerators lists it).
 
