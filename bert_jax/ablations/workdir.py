@@ -36,7 +36,7 @@ from bert_jax.tokenization.vocab_builder import build_vocab
 # suite's 2000 dev examples. A --corpus is split by hash (corpus_split), the held-out sample
 # sized by SUITE_BYTES_PER_EXAMPLE: the cpu suite's 1.7 MB of held-out text gave at least 1914
 # examples of each kind per split from its half of the documents (about 440 bytes each), so
-# 1000 bytes per example of train and dev leaves a margin.
+# 1000 bytes per example of the larger split, on each half, leaves a margin.
 HELD_OUT_EVERY = 5
 SUITE_BYTES_PER_EXAMPLE = 1000
 # A trained vocab learns from at most this much of a --corpus's training text (a hash sample):
@@ -159,7 +159,9 @@ class Workdir:
             data.mkdir(parents=True, exist_ok=True)
             if self.corpus:
                 self.progress(f"splitting --corpus {self.corpus} (two passes over it)")
-                examples = self.scale.suite_train + self.scale.suite_dev
+                # train and dev examples come from alternate documents: each half must hold
+                # the larger split's examples
+                examples = 2 * max(self.scale.suite_train, self.scale.suite_dev)
                 corpus_split.split(
                     self.corpus, data, eval_bytes + SUITE_BYTES_PER_EXAMPLE * examples,
                     eval_bytes, train_bytes=size, vocab_bytes=VOCAB_SAMPLE_BYTES,
