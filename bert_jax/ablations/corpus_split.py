@@ -54,7 +54,7 @@ def _source_documents(source: sources.Source) -> Iterator[list[str]]:
             cut = pending.rfind(b" ", 0, LONG_LINE_BYTES)
             if cut <= 0:
                 raise BertJaxError(
-                    f"--corpus {source.name}: {LONG_LINE_BYTES} bytes without a newline or a "
+                    f"--corpus {_where(source)}: {LONG_LINE_BYTES} bytes without a newline or a "
                     f"space after byte {offset + sum(len(r) + 1 for r in complete)}: not text "
                     "in the one-sentence-a-line format"
                 )
@@ -79,8 +79,17 @@ def _decode(raw: bytes, source: sources.Source, offset: int) -> str:
     try:
         return raw.decode("utf-8").strip()
     except UnicodeDecodeError as e:
-        where = source.name if source.kind == "file" else f"{source.kind}:{source.name}"
-        raise BertJaxError(f"--corpus {where}: not UTF-8 (byte {offset + e.start})") from None
+        raise BertJaxError(f"--corpus {_where(source)}: not UTF-8 (byte {offset + e.start})"
+                           ) from None  # fmt: skip
+
+
+def _where(source: sources.Source) -> str:
+    """A source as its errors name it: a file's path, else `kind:name`."""
+    return source.name if source.kind == "file" else f"{source.kind}:{source.name}"
+
+
+def _too_few(corpus: str, documents: int) -> BertJaxError:
+    return BertJaxError(f"--corpus {corpus}: {documents} documents; need at least {MIN_DOCUMENTS}")
 
 
 def check(corpus: str) -> None:
@@ -91,7 +100,7 @@ def check(corpus: str) -> None:
         count += 1
         if count >= MIN_DOCUMENTS:
             return
-    raise BertJaxError(f"--corpus {corpus}: {count} documents; need at least {MIN_DOCUMENTS}")
+    raise _too_few(corpus, count)
 
 
 def _text(doc: list[str]) -> bytes:
@@ -129,9 +138,7 @@ def split(
         bucket_bytes[_bucket(text)] += len(text) + 1  # with the blank line after it
         documents += 1
     if documents < MIN_DOCUMENTS:
-        raise BertJaxError(
-            f"--corpus {corpus}: {documents} documents; need at least {MIN_DOCUMENTS}"
-        )
+        raise _too_few(corpus, documents)
     cut = buckets_reaching(bucket_bytes, held_out_bytes)
     trains = bucket_bytes[cut:].sum() if not train_bytes else min(train_bytes, bucket_bytes.sum())
     vocab_end = cut  # buckets [cut, vocab_end) make the vocab sample
@@ -145,8 +152,8 @@ def split(
         open_atomic(data_dir / "vocab_sample.txt", binary=True) as sample,
     ):
         for doc in iter_documents(corpus):
-            text = _text(doc) + b"\n"
-            bucket = _bucket(text[:-1])
+            bucket = _bucket(_text(doc))
+            text = _text(doc) + b"\n"  # with the blank line after it
             if bucket < cut:
                 kept = ["held_out"]
                 held.write(text)

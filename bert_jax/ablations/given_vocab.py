@@ -36,7 +36,10 @@ def _read(path: str) -> bytes:
 def tokens(path: str) -> list[str]:
     """The WordPiece tokens `path` gives, in id order; refused by name if the special tokens
     are missing or the file is neither UTF-8 text nor a sentencepiece model."""
-    data = _read(path)
+    return _tokens_of(_read(path), path)
+
+
+def _tokens_of(data: bytes, path: str) -> list[str]:
     if _is_sentencepiece(path):
         return _from_sentencepiece(data, path)
     try:
@@ -91,11 +94,13 @@ def fingerprint(path: str) -> str:
 
 
 def install(path: str, out: epath.Path) -> None:
-    """vocab.txt in `out`, then vocab_stats.json (the workdir's marker that the vocab is built)."""
-    vocab = tokens(path)
+    """vocab.txt in `out`, then vocab_stats.json (the workdir's marker that the vocab is built);
+    the file is read once."""
+    data = _read(path)
+    vocab = _tokens_of(data, path)
     out.mkdir(parents=True, exist_ok=True)
-    text = "".join(t + "\n" for t in vocab).encode("utf-8")
-    write_bytes_atomic(out / "vocab.txt", text if _is_sentencepiece(path) else _read(path))
-    stats = {"given": path, "sha256": fingerprint(path), "vocab_size": len(vocab),
+    text = "".join(t + "\n" for t in vocab).encode("utf-8") if _is_sentencepiece(path) else data
+    write_bytes_atomic(out / "vocab.txt", text)
+    stats = {"given": path, "sha256": hashlib.sha256(data).hexdigest(), "vocab_size": len(vocab),
              "from_sentencepiece": _is_sentencepiece(path)}  # fmt: skip
     write_json_atomic(out / "vocab_stats.json", stats, sort_keys=True)
