@@ -33,7 +33,7 @@ from bert_jax.atomic_write import read_json_object
 from bert_jax.checkpoint_input import InputRestore, InputSave, InputStateHandler
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
-from bert_jax.model import unstack_layers
+from bert_jax.model.scan import unstack_layers
 from bert_jax.state_fingerprint import state_fingerprint
 
 STATE, INPUT = "state", "input"

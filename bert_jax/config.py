@@ -51,7 +51,7 @@ class BertConfig:
     # Left-to-right attention (each position sees itself and earlier ones): the paper's LTR
     # ablation, in pretraining and fine-tuning; sentence heads then read the last real token.
     causal: bool = False
-    # ---- family switches (bert_jax/model/families/ presets them; the defaults are BERT) ----
+    # ---- family switches (bert_jax/arch/bert/variants/ presets them; the defaults are BERT) ----
     # Factorised embeddings (ALBERT, ELECTRA): tables of width embedding_size, then a dense layer
     # to hidden_size. None: tables of width hidden_size and no projection.
     embedding_size: int | None = None

@@ -7,7 +7,7 @@
 Both LMs read the same text: the ablation harness's split of the embedded corpus (every tenth
 document held out; pretraining text from the rest), for `--steps` steps of `--batch` windows of
 `--seq` tokens (WordPieces for BERT, words for ELMo). BERT is pretrained by the harness (MLM, no
-NSP, dynamic masking, `bert_jax.runs.pretrain`); ELMo's biLM by `bert_jax.tasks.elmo_lm` through
+NSP, dynamic masking, `bert_jax.runs.pretrain`); ELMo's biLM by `bert_jax.arch.elmo.lm` through
 the same loop with the same optimiser, lr schedule and steps. Each frozen model then feeds the same
 2-layer BiLSTM tagger (`--lstm_size`), trained `--tagger_epochs` on the suite's conll task
 (words replaced by a random corpus word are B-MISC; dev from held-out documents) for `--seeds`
@@ -38,12 +38,14 @@ from bert_jax.ablations.harness import Harness
 from bert_jax.ablations.run import _share_compiled_steps
 from bert_jax.ablations.scales import SCALES
 from bert_jax.ablations.tables import Pretrain
+from bert_jax.arch.bert.pretrained import load_pretrained
+from bert_jax.arch.elmo import lm as elmo_lm
+from bert_jax.arch.elmo import ner as elmo_ner
+from bert_jax.arch.elmo.model import ElmoBiLM, ElmoConfig
 from bert_jax.atomic_write import write_json_atomic
 from bert_jax.corpus import embedded
-from bert_jax.interop import load_pretrained
-from bert_jax.model.elmo import ElmoBiLM, ElmoConfig
 from bert_jax.runs.finetune import predict, run_config
-from bert_jax.tasks import elmo_lm, elmo_ner, feature_ner, ner
+from bert_jax.tasks import feature_ner, ner
 from bert_jax.tasks.arrays import TrainBatches, eval_batches
 from bert_jax.tokenization import FullTokenizer
 from bert_jax.train.config import finetune_config, pretrain_config

@@ -26,10 +26,10 @@ import numpy as np
 
 from bert_jax.ablations.stats import majority_baseline
 from bert_jax.ablations.suite import build_suite
+from bert_jax.arch.seq2seq import EncoderDecoder
+from bert_jax.arch.seq2seq.load import load_seq2seq
+from bert_jax.arch.seq2seq.t5_checkpoints import export_t5
 from bert_jax.corpus import embedded
-from bert_jax.families.seq2seq_load import load_seq2seq
-from bert_jax.families.t5_checkpoints import export_t5
-from bert_jax.model.seq2seq import EncoderDecoder
 from bert_jax.runs import finetune as runner
 from bert_jax.train.config import finetune_config
 

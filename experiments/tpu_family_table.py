@@ -48,8 +48,8 @@ SETUPS = [
 
 def bert_base_teacher(directory: pathlib.Path) -> str:
     """A Hugging Face BERT-base config.json (no weights): the paper's DistilBERT teacher."""
+    from bert_jax.arch.bert.hf_configs import hf_config
     from bert_jax.config import preset
-    from bert_jax.interop.hf_configs import hf_config
 
     directory.mkdir(parents=True, exist_ok=True)
     config = hf_config(preset("base"), "BertForPreTraining")

@@ -131,7 +131,7 @@ def hf_tensors(config: Any, tree: Any, task: Any = None) -> dict[str, np.ndarray
     """An encoder-family tree (weights or gradients) under HF names, through `export_hf`."""
     from safetensors.numpy import load_file
 
-    from bert_jax.interop import export_hf
+    from bert_jax.arch.bert.hf import export_hf
 
     with tempfile.TemporaryDirectory() as d:
         export_hf(config, jax.device_get(tree), d, task=task)
@@ -140,7 +140,7 @@ def hf_tensors(config: Any, tree: Any, task: Any = None) -> dict[str, np.ndarray
 
 def hf_model(config: Any, params: Any, cls: type, task: Any = None) -> torch.nn.Module:
     """transformers' `cls` loaded from our weights as `export_hf` writes them (config.json too)."""
-    from bert_jax.interop import export_hf
+    from bert_jax.arch.bert.hf import export_hf
 
     with tempfile.TemporaryDirectory() as d:
         export_hf(config, jax.device_get(params), d, task=task)

@@ -20,8 +20,8 @@ def test_causal_encoder_matches_transformers_decoder(tmp_path):
     import torch
     import transformers
 
-    from bert_jax.interop import hf
-    from bert_jax.model import BertModel
+    from bert_jax.arch.bert import hf
+    from bert_jax.arch.bert.model import BertModel
 
     cfg = transformers.BertConfig(
         vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,

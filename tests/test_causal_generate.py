@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 import torch
 
-from bert_jax.decoding.causal_lm import CausalLMGenerator
-from bert_jax.decoding.seq2seq import GenerateSettings
+from bert_jax.arch.bert.causal_lm import CausalLMGenerator
+from bert_jax.arch.bert.pretrained import load_pretrained
+from bert_jax.arch.seq2seq.decoding import GenerateSettings
 from bert_jax.errors import BertJaxError
-from bert_jax.interop import load_pretrained
 
 LINES = ["the bank robber fled .", "a river bank is", "he said that"]
 

@@ -10,10 +10,10 @@ import ml_collections
 import numpy as np
 import pytest
 
+from bert_jax.arch.bert.pretrained import load_pretrained
 from bert_jax.checkpoint import Checkpointer
 from bert_jax.config import preset
 from bert_jax.errors import BertJaxError
-from bert_jax.interop.pretrained import load_pretrained
 from bert_jax.pretraining.task import PretrainingTask, synthetic_batch
 from bert_jax.train import train
 

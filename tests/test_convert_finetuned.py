@@ -47,7 +47,7 @@ def _convert(workdir: pathlib.Path, out: pathlib.Path) -> str:
 
 def _ours(workdir: pathlib.Path, model_cls, args: tuple, enc: dict) -> np.ndarray:
     """Our fine-tuned model's outputs, from the workdir's checkpoint."""
-    from bert_jax.interop import load_pretrained
+    from bert_jax.arch.bert.pretrained import load_pretrained
 
     pre = load_pretrained(workdir)
     inputs = (enc["input_ids"], enc["attention_mask"], enc["token_type_ids"])
@@ -60,7 +60,7 @@ def test_finetuned_minilm_exports_head_and_tokenizer(minilm_dir, tmp_path):
     import torch
     import transformers
 
-    from bert_jax.model import BertForSequenceClassification
+    from bert_jax.arch.bert.heads import BertForSequenceClassification
 
     work, out = tmp_path / "mnli", tmp_path / "hf"
     _finetune("glue", minilm_dir, FIX / "glue" / "mnli", work, task="mnli")
@@ -98,7 +98,7 @@ def test_token_span_and_choice_heads_round_trip(family, tiny_hf_dir, tmp_path):
     import torch
     import transformers
 
-    from bert_jax import model as ours_models
+    from bert_jax.arch.bert import heads as ours_models
     from bert_jax.tasks import ner
 
     data = {"ner": "conll2003", "squad": "squad", "swag": "swag"}[family]

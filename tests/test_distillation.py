@@ -11,11 +11,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from bert_jax.arch.bert.heads import BertForPreTraining
+from bert_jax.arch.bert.hf import export_hf
 from bert_jax.config import preset
 from bert_jax.corpus import snapshot
 from bert_jax.data.pipeline import create_pretraining_data
-from bert_jax.interop import export_hf
-from bert_jax.model import BertForPreTraining
 from bert_jax.pretraining.distillation import distillation_task, student_config, teacher_layers
 from bert_jax.train.config import pretrain_config
 
@@ -94,7 +94,7 @@ def test_a_full_depth_student_reproduces_its_teacher_and_the_teacher_stays_froze
 
 @pytest.mark.slow
 def test_distillation_loss_falls_through_the_loop(data, tmp_path):
-    from bert_jax.interop import load_pretrained
+    from bert_jax.arch.bert.pretrained import load_pretrained
     from bert_jax.runs.pretrain import run_pretraining
 
     result = run_pretraining(_config(data, train_steps=20), str(tmp_path / "run"))
@@ -123,8 +123,8 @@ def test_distillation_loss_falls_through_the_loop(data, tmp_path):
 @pytest.mark.slow
 def test_a_teacher_without_mlm_head_gets_one_fitted_on_its_frozen_encoder(data, tmp_path):
     """As the sentence-transformers MiniLM: a bare encoder. Its head trains; its encoder not."""
+    from bert_jax.arch.bert.pretrained import load_pretrained
     from bert_jax.input import PretrainInput
-    from bert_jax.interop import load_pretrained
     from bert_jax.train import build_trainer, make_mesh
 
     full = load_pretrained(data["teacher"])

@@ -14,11 +14,11 @@ import pytest
 from flax.core import meta
 
 from bert_jax import objectives
+from bert_jax.arch.electra.model import generator_config
 from bert_jax.config import BertConfig, preset
 from bert_jax.corpus import snapshot
 from bert_jax.data.pipeline import create_pretraining_data
 from bert_jax.errors import BertJaxError
-from bert_jax.model.electra import generator_config
 from bert_jax.objectives.masking import MaskingSpec, mask_batch
 from bert_jax.pretraining.task import PretrainingTask, bert_config_from, synthetic_batch
 from bert_jax.train import flops as flops_lib
@@ -238,14 +238,14 @@ def test_exports_match_transformers_and_fine_tuning_loads_the_discriminator(run)
     import torch
     from transformers import ElectraForMaskedLM, ElectraForPreTraining
 
-    from bert_jax.input import EvalInput
-    from bert_jax.interop import graft_encoder, load_pretrained
-    from bert_jax.model import (
+    from bert_jax.arch.bert.heads import (
         BertForPreTraining,
         BertForReplacedTokenDetection,
         BertForSequenceClassification,
     )
-    from bert_jax.model.electra import discriminator_params, generator_params
+    from bert_jax.arch.bert.pretrained import graft_encoder, load_pretrained
+    from bert_jax.arch.electra.model import discriminator_params, generator_params
+    from bert_jax.input import EvalInput
 
     root, data, result = run
     params = jax.device_get(result.state.params)

@@ -10,9 +10,9 @@ import jax
 import numpy as np
 import pytest
 
+from bert_jax.arch.elmo import lm as elmo_lm
+from bert_jax.arch.elmo.model import ElmoConfig, ElmoTagger, ScalarMix
 from bert_jax.corpus import snapshot
-from bert_jax.model.elmo import ElmoConfig, ElmoTagger, ScalarMix
-from bert_jax.tasks import elmo_lm
 from bert_jax.tasks.arrays import TrainBatches
 from bert_jax.train.config import pretrain_config
 from bert_jax.train.loop import train

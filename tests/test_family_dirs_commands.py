@@ -30,9 +30,9 @@ import pytest
 
 from bert_jax.corpus import embedded
 from bert_jax.errors import BertJaxError
-from bert_jax.features.commands import attention_map, extract_features
 from bert_jax.runs import finetune as runner
 from bert_jax.runs.export import convert_any
+from bert_jax.runs.features import attention_map, extract_features
 from bert_jax.train.config import finetune_config
 
 FIX = pathlib.Path(__file__).parent / "fixtures" / "tasks"
@@ -390,20 +390,21 @@ def test_family_directory_through_every_command(family, family_dir, tmp_path):
 
 def test_readme_families_table_is_the_registrys():
     """README's families x commands table is what the registry renders now; regenerate it with
-    `python -m bert_jax.families.table --write README.md`."""
-    from bert_jax.families import table
+    `python -m bert_jax.arch.table --write README.md`."""
+    from bert_jax.arch import table
 
     readme = (pathlib.Path(__file__).parents[1] / "README.md").read_text()
     assert table.section(readme) == table.render(), (
-        "README's families table is stale: python -m bert_jax.families.table --write README.md"
+        "README's families table is stale: python -m bert_jax.arch.table --write README.md"
     )
 
 
 def test_families_table_cells_read_the_capabilities():
     """A cell follows the family's capability, and a refusal is the family's own reason (so a
     family that gains a command, e.g. ModernBERT as a distillation student, shows it)."""
-    from bert_jax.families import get, table
-    from bert_jax.families.modernbert import ModernBertFamily
+    from bert_jax.arch import table
+    from bert_jax.arch.modernbert.family import ModernBertFamily
+    from bert_jax.arch.registry import get
 
     class Changed(ModernBertFamily):
         distills_students = True

@@ -9,8 +9,8 @@ import math
 import jax
 import pytest
 
+from bert_jax.arch.electra.model import generator_config
 from bert_jax.configs import albert, distilbert, electra
-from bert_jax.model.electra import generator_config
 from bert_jax.pretraining.task import bert_config_from, pretraining_task
 
 

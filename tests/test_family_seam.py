@@ -1,6 +1,6 @@
-"""One seam per architecture: outside `bert_jax/families/` (and the model and config layers, which
-define the families' modules and presets) no code branches on a model family. It asks the
-registry (`families.for_objective / for_checkpoint / for_model_config`) and then the family.
+"""One seam per architecture: outside `bert_jax/arch/` (and the shared model blocks and the
+configs) no code branches on a model family. It asks the registry
+(`registry.for_objective / for_checkpoint / for_model_config`) and then the family.
 
 A branch is a comparison with a family's name ("xlnet", "electra", model_type "t5", ...), an
 `isinstance` test against a family's model or config class, a helper that answers "is this
@@ -19,7 +19,7 @@ import bert_jax
 
 ROOT = pathlib.Path(bert_jax.__file__).parent
 # config.py is BertConfig, the BERT encoder's own config (its HF dict is BERT's alone).
-EXEMPT = ("families", "model", "configs", "config.py")
+EXEMPT = ("arch", "model", "configs", "config.py")
 FAMILY_NAMES = {
     "bert", "roberta", "albert", "electra", "distilbert", "xlnet", "t5", "seq2seq", "elmo",
 }  # fmt: skip
@@ -100,7 +100,7 @@ def test_no_module_outside_the_families_branches_on_one():
         for path, lines in found.items()
         if len(lines) > ALLOWED.get(path, 0)
     }
-    assert not extra, "ask bert_jax.families instead of branching on a family:\n" + "\n".join(
+    assert not extra, "ask bert_jax.arch.registry instead of branching on a family:\n" + "\n".join(
         sorted(extra)
     )
 

@@ -94,7 +94,7 @@ def test_extract_features_max_seq_length_of_two_is_one_line(tmp_path):
 
 def test_albert_directory_through_extract_features(albert_dirs, tmp_path):
     """The issue's run (was: "no vocab.txt"), at the smallest --max_seq_length, with a pair."""
-    from bert_jax.features.commands import extract_features
+    from bert_jax.runs.features import extract_features
 
     (tmp_path / "in.txt").write_text(TEXT + "\nA second line. ||| And its pair.\n")
     args = (str(albert_dirs["hub"]), tmp_path / "in.txt", tmp_path / "out.jsonl", [-1])
@@ -145,7 +145,7 @@ def test_xlnet_config_vocab_smaller_than_its_spiece_model_is_refused(xlnet_dir, 
     import torch
     import transformers
 
-    from bert_jax.features.xlnet import extract_xlnet_to_file
+    from bert_jax.arch.xlnet.features import extract_xlnet_to_file
 
     shutil.copy(xlnet_dir / "spiece.model", tmp_path / "spiece.model")
     cfg = transformers.XLNetConfig(vocab_size=500, d_model=32, n_layer=1, n_head=4, d_inner=64)
@@ -165,7 +165,7 @@ def test_xlnet_config_vocab_smaller_than_its_spiece_model_is_refused(xlnet_dir, 
 def test_convert_names_an_encoder_decoder_transformers_cannot_hold(tmp_path):
     """A seq2seq workdir of our own Transformer layout (not T5's) converts to nothing: the line
     names what differs, before the checkpoint is read (was: "has no 'bert' model config")."""
-    from bert_jax.model.seq2seq import Seq2SeqConfig
+    from bert_jax.arch.seq2seq import Seq2SeqConfig
     from bert_jax.runs.export import convert_any
 
     cfg = Seq2SeqConfig(vocab_size=64, d_model=16, d_kv=8, d_ff=32, num_layers=1, num_heads=2,
@@ -213,7 +213,7 @@ def test_config_json_that_is_not_an_object_is_one_line(tmp_path, content, uncase
     """A config.json holding a list (or a string) is named with what was expected, by the shared
     family lookup every command starts with and by the readers behind it (before: an
     AttributeError traceback from `.get`)."""
-    from bert_jax import families
+    from bert_jax.arch import registry
     from bert_jax.atomic_write import read_json_object
     from bert_jax.runs.export import convert_any
 
@@ -224,7 +224,7 @@ def test_config_json_that_is_not_an_object_is_one_line(tmp_path, content, uncase
 
     save_file({"x": np.zeros(2, np.float32)}, str(tmp_path / "model.safetensors"))
     found = type(json.loads(content)).__name__
-    for call in (lambda: families.for_checkpoint(tmp_path),
+    for call in (lambda: registry.for_checkpoint(tmp_path),
                  lambda: load_encoder(str(tmp_path)),
                  lambda: convert_any(str(tmp_path), str(tmp_path / "out")),
                  lambda: read_json_object(tmp_path / "config.json", "missing")):  # fmt: skip

@@ -52,9 +52,9 @@ def t5(tmp_path_factory) -> dict:
     T5 (1+1 layers, d_model 16) written as a Hugging Face directory, without torch."""
     import jax
 
+    from bert_jax.arch.seq2seq import EncoderDecoder, seq2seq_preset
+    from bert_jax.arch.seq2seq.t5_checkpoints import export_t5
     from bert_jax.corpus import embedded
-    from bert_jax.families.t5_checkpoints import export_t5
-    from bert_jax.model.seq2seq import EncoderDecoder, seq2seq_preset
     from bert_jax.tokenization.t5_vocab import T5Vocab, train_t5_spm
 
     root = tmp_path_factory.mktemp("t5_faults")
@@ -198,12 +198,12 @@ def test_generate_flags_refused_in_one_line_and_a_finished_output_kept(t5, tmp_p
 
 
 def test_max_new_tokens_bound_follows_the_cache_and_the_memory():
-    from bert_jax.decoding.seq2seq import (
+    from bert_jax.arch.seq2seq import seq2seq_preset
+    from bert_jax.arch.seq2seq.decoding import (
         GenerateSettings,
         bytes_per_new_token,
         check_max_new_tokens,
     )
-    from bert_jax.model.seq2seq import seq2seq_preset
 
     cfg = seq2seq_preset("t5-v1_1-small")  # 6 decoder layers x 8 heads x 64
     per_row = bytes_per_new_token(cfg, 1)
@@ -219,9 +219,9 @@ def test_max_new_tokens_bound_follows_the_cache_and_the_memory():
 def test_t5_zero_sizes_refused_before_the_workdir(tmp_path, key):
     """num_heads=0 wrote config.json and then divided by zero at init (a traceback); zero layers
     trained a model with no encoder (BERT refuses L0)."""
+    from bert_jax.arch.seq2seq import Seq2SeqConfig
+    from bert_jax.arch.seq2seq.pretrain_run import run_seq2seq_pretraining
     from bert_jax.configs.t5 import get_config
-    from bert_jax.model.seq2seq import Seq2SeqConfig
-    from bert_jax.runs.seq2seq_pretrain import run_seq2seq_pretraining
 
     config = get_config("tiny")
     config[key] = 0

@@ -166,9 +166,9 @@ def test_saved_config_of_an_old_run_still_gives_its_task_family(tmp_path):
     "family" (its model family) is no task family."""
     import numpy as np
 
+    from bert_jax.arch.bert.task_heads import task_head
     from bert_jax.checkpoint import read_workdir_config
     from bert_jax.config import BertConfig
-    from bert_jax.interop.task_heads import task_head
     from bert_jax.runs.export import task_labels
     from bert_jax.task_family_key import saved_task_family
     from bert_jax.tasks import ner

@@ -23,7 +23,7 @@ import pytest
 from bert_jax.checkpoint import Checkpointer, restore_params
 from bert_jax.config import preset
 from bert_jax.errors import BertJaxError
-from bert_jax.model import unstack_layers
+from bert_jax.model.scan import unstack_layers
 from bert_jax.pretraining.task import PretrainingTask, synthetic_batch
 from bert_jax.train import build_trainer, make_mesh, train
 from bert_jax.train.lock import WorkdirLock

@@ -245,8 +245,8 @@ def phase2(gcs_env, phase1) -> str:
 
 
 def test_phase2_starts_from_phase1_and_exports_to_gcs(phase1, phase2):
+    from bert_jax.arch.bert.pretrained import load_pretrained
     from bert_jax.checkpoint import restore_params
-    from bert_jax.interop import load_pretrained
 
     _, p1 = restore_params(phase1["workdir"])
     exported = load_pretrained(f"gs://{BUCKET}/hf")

@@ -26,7 +26,7 @@ LAYERS = (
     ("checkpoint",),
     ("interop", "input", "decoding"),
     ("train",),
-    ("families",),  # one module per architecture: models, inputs, FLOPs, load/export
+    ("arch",),  # the architecture registry and protocol, and each architecture's family.py
     ("features", "pretraining"),
     ("aot", "configs"),
     ("tasks",),
@@ -35,7 +35,26 @@ LAYERS = (
     ("commands", "cli_help"),
     ("cli",),
 )
-LAYER_OF = {unit: i for i, units in enumerate(LAYERS) for unit in units}
+LAYER_OF: dict[str, float] = {unit: i for i, units in enumerate(LAYERS) for unit in units}
+
+# An architecture's folder (bert_jax/arch/<name>/) spans layers: a file's name says which one it
+# sits in, just above that layer's shared package (its model below the trainer, its checkpoint
+# formats beside interop, its protocol class with the registry). Architectures may import each
+# other's files of the same or a lower role (ELECTRA's model is built on BERT's).
+ARCH_ROLES = {
+    "model": ("__init__", "config", "model", "heads", "layers", "rnn", "scan", "pretraining",
+              "variants", "bilstm"),
+    "interop": ("names", "hf_configs", "hf", "tf_ckpt", "tf_variants", "task_heads", "pretrained",
+                "checkpoints", "t5_checkpoints", "load", "decoding", "generate_text", "assemble",
+                "causal_lm"),
+    "arch": ("family",),
+    "features": ("features",),
+    "pretraining": ("pretraining_task", "train_task"),
+    # an architecture's own jobs, which the shared runners in bert_jax.runs choose
+    "tasks": ("finetune", "layout", "lm", "ner", "pretrain_run", "text_to_text"),
+}  # fmt: skip
+ROLE_OF_FILE = {stem: role for role, stems in ARCH_ROLES.items() for stem in stems}
+LAYER_OF |= {f"arch.{role}": LAYER_OF[role] + 0.5 for role in ARCH_ROLES if role != "arch"}
 
 
 def _module_name(path: pathlib.Path) -> str:
@@ -70,12 +89,27 @@ def _graph() -> dict[str, set[str]]:
 
 def _unit(module: str) -> str | None:
     parts = module.split(".")
-    return parts[1] if len(parts) > 1 else None
+    if len(parts) < 2:
+        return None
+    if parts[1] != "arch" or len(parts) == 2 or not (ROOT / "arch" / parts[2]).is_dir():
+        return parts[1]  # the registry, the protocol and the table are the arch layer itself
+    role = ROLE_OF_FILE[parts[3] if len(parts) > 3 else "__init__"]
+    return "arch" if role == "arch" else f"arch.{role}"
 
 
 def test_every_unit_has_a_layer():
-    units = {_unit(m) for m in _graph()} - {None}
+    units = {_unit(m) for m in _graph() if not _is_arch_file(m)} - {None}
     assert units <= set(LAYER_OF), f"add to LAYERS: {sorted(units - set(LAYER_OF))}"
+
+
+def _is_arch_file(module: str) -> bool:
+    parts = module.split(".")
+    return len(parts) > 2 and parts[1] == "arch" and (ROOT / "arch" / parts[2]).is_dir()
+
+
+def test_every_architecture_file_has_a_role():
+    stems = {(m.split(".") + ["__init__"])[3] for m in _graph() if _is_arch_file(m)}
+    assert stems <= set(ROLE_OF_FILE), f"add to ARCH_ROLES: {sorted(stems - set(ROLE_OF_FILE))}"
 
 
 def test_imports_only_go_down():

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
+from bert_jax.arch.bert.pretrained import load_pretrained
 from bert_jax.errors import BertJaxError
-from bert_jax.interop import load_pretrained
 
 
 @pytest.fixture

@@ -18,12 +18,10 @@ import torch
 import transformers
 from flax.core import meta
 
-from bert_jax.interop import export_hf, load_pretrained
-from bert_jax.model import (
-    BertForPreTraining,
-    BertForReplacedTokenDetection,
-    stack_layers,
-)
+from bert_jax.arch.bert.heads import BertForPreTraining, BertForReplacedTokenDetection
+from bert_jax.arch.bert.hf import export_hf
+from bert_jax.arch.bert.pretrained import load_pretrained
+from bert_jax.model.scan import stack_layers
 
 ATOL = 1e-5
 SIZE = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,

@@ -11,8 +11,10 @@ import pytest
 import torch
 import transformers
 
-from bert_jax.interop import load_pretrained
-from bert_jax.model import BertForPreTraining, BertModel, stack_layers
+from bert_jax.arch.bert.heads import BertForPreTraining
+from bert_jax.arch.bert.model import BertModel
+from bert_jax.arch.bert.pretrained import load_pretrained
+from bert_jax.model.scan import stack_layers
 
 ATOL = 1e-5  # float32 vs PyTorch: measured max differences 1e-6 .. 6e-6 (README)
 

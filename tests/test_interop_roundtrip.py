@@ -15,14 +15,12 @@ import torch
 import transformers
 from flax.core import meta
 
+from bert_jax.arch.bert.heads import BertForPreTraining, BertForSequenceClassification
+from bert_jax.arch.bert.hf import export_hf
+from bert_jax.arch.bert.model import BertModel
+from bert_jax.arch.bert.pretrained import graft_encoder, load_pretrained
 from bert_jax.config import BertConfig
-from bert_jax.interop import export_hf, graft_encoder, load_pretrained
-from bert_jax.model import (
-    BertForPreTraining,
-    BertForSequenceClassification,
-    BertModel,
-    stack_layers,
-)
+from bert_jax.model.scan import stack_layers
 
 ATOL = 1e-5  # float32 vs PyTorch: measured max differences 1e-6 .. 6e-6 (README)
 CONFIG = BertConfig(

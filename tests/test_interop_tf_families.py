@@ -12,9 +12,10 @@ import pathlib
 import numpy as np
 import pytest
 
+from bert_jax.arch.bert.heads import BertForPreTraining, BertForReplacedTokenDetection
+from bert_jax.arch.bert.pretrained import load_pretrained
 from bert_jax.errors import BertJaxError
-from bert_jax.interop import load_pretrained
-from bert_jax.model import BertForPreTraining, BertForReplacedTokenDetection, stack_layers
+from bert_jax.model.scan import stack_layers
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "tf_families"
 ATOL = 1e-5
@@ -70,7 +71,7 @@ def test_tf_release_exported_to_transformers_gives_the_original_numbers(name, tm
     import torch
     import transformers
 
-    from bert_jax.interop import export_hf
+    from bert_jax.arch.bert.hf import export_hf
 
     pre = load_pretrained(FIXTURES / name)
     export_hf(pre.config, pre.params, tmp_path)

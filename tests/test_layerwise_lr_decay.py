@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 from flax.core import meta
 
+from bert_jax.arch.bert.heads import BertForSequenceClassification
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
-from bert_jax.model import BertForSequenceClassification, stack_layers
+from bert_jax.model.scan import stack_layers
 from bert_jax.train.optimizer import make_optimizer
 from bert_jax.train.validate import check_training_config
 

@@ -15,18 +15,16 @@ import torch
 import transformers
 from flax.core import meta
 
-from bert_jax.config import BertConfig
-from bert_jax.errors import BertJaxError
-from bert_jax.model import (
-    FAMILIES,
+from bert_jax.arch.bert.heads import (
     BertForPreTraining,
     BertForReplacedTokenDetection,
     BertForSequenceClassification,
-    BertModel,
-    family_config,
-    stack_layers,
-    unstack_layers,
 )
+from bert_jax.arch.bert.model import BertModel
+from bert_jax.arch.bert.variants import FAMILIES, family_config
+from bert_jax.config import BertConfig
+from bert_jax.errors import BertJaxError
+from bert_jax.model.scan import stack_layers, unstack_layers
 from bert_jax.pretraining.task import PretrainingTask, synthetic_batch
 from bert_jax.train import build_trainer, make_mesh
 from bert_jax.train.flops import encoder_flops_per_token, pretraining_flops_per_step

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from flax.core import meta
 
+from bert_jax.arch.bert.heads import BertForPreTraining
 from bert_jax.config import BertConfig
-from bert_jax.model import BertForPreTraining, stack_layers, unstack_layers
+from bert_jax.model.scan import stack_layers, unstack_layers
 
 CONFIG = BertConfig(
     vocab_size=120, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,

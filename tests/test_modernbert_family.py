@@ -107,10 +107,10 @@ def test_pretrains_on_real_text_and_exports(tmp_path):
     import transformers
     from flax.core import meta
 
+    from bert_jax.arch.modernbert import ModernBertForMaskedLM
     from bert_jax.configs import modernbert
     from bert_jax.corpus import snapshot
     from bert_jax.data.pipeline import create_pretraining_data
-    from bert_jax.model.modernbert import ModernBertForMaskedLM
     from bert_jax.runs.pretrain import run_pretraining
     from bert_jax.tokenization.vocab_builder import build_vocab
 

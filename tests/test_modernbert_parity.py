@@ -15,9 +15,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from bert_jax.arch import modernbert as mb
+from bert_jax.arch.modernbert import hf as modernbert_hf
 from bert_jax.errors import BertJaxError
-from bert_jax.interop import modernbert_hf
-from bert_jax.model import modernbert as mb
 
 LENGTH, VOCAB, TOL = 24, 100, 1e-5
 HEADS = {

@@ -280,8 +280,8 @@ def test_init_checkpoint_on_two_processes_gives_the_losses_of_one(
 def test_hf_export_of_two_processes_holds_the_trained_weights(from_init_checkpoint):
     import jax
 
+    from bert_jax.arch.bert.pretrained import load_pretrained
     from bert_jax.checkpoint import restore_params
-    from bert_jax.interop import load_pretrained
 
     _, trained = restore_params(from_init_checkpoint["workdir"])
     exported = load_pretrained(from_init_checkpoint["hf"])

@@ -11,6 +11,8 @@ import jax
 import numpy as np
 import pytest
 
+from bert_jax.arch.bert.heads import BertForSequenceClassification
+from bert_jax.arch.bert.variants import family_config
 from bert_jax.errors import BertJaxError
 from bert_jax.input.packing import (
     assign_rows,
@@ -18,7 +20,6 @@ from bert_jax.input.packing import (
     unpack_sequences,
     unpack_tokens,
 )
-from bert_jax.model import BertForSequenceClassification, family_config
 from bert_jax.tasks.packed import PackedClassificationTask
 from bert_jax.tasks.train_tasks import ClassificationTask
 
@@ -49,8 +50,8 @@ def test_packed_pretraining_outputs_equal_transformers_per_example(tiny_hf_dir):
     import torch
     import transformers
 
-    from bert_jax.interop import load_pretrained
-    from bert_jax.model import BertForPreTraining
+    from bert_jax.arch.bert.heads import BertForPreTraining
+    from bert_jax.arch.bert.pretrained import load_pretrained
 
     pre = load_pretrained(str(tiny_hf_dir))
     data = examples(6, 1000)

@@ -120,8 +120,8 @@ def _exported_model_agrees(data, hf_dir, result) -> None:
     import torch
     import transformers
 
+    from bert_jax.arch.xlnet.pretraining import model_inputs
     from bert_jax.input import EvalInput
-    from bert_jax.model.xlnet.pretraining import model_inputs
 
     batch = next(iter(EvalInput(data["eval"], 4, SEQ, PRED, objective="permutation_lm")))
     inputs = jax.device_get(model_inputs(batch))

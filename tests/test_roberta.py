@@ -170,8 +170,8 @@ def test_roberta_finetune_and_convert(roberta_dir, documents, tmp_path):
     import torch
     import transformers
 
-    from bert_jax.interop import load_pretrained
-    from bert_jax.model import BertForSequenceClassification
+    from bert_jax.arch.bert.heads import BertForSequenceClassification
+    from bert_jax.arch.bert.pretrained import load_pretrained
     from bert_jax.runs import finetune as runner
     from bert_jax.tasks.jobs import make_job
     from bert_jax.train.config import finetune_config

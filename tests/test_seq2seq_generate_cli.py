@@ -64,9 +64,9 @@ def test_generate_cli_matches_transformers(t5_dir, tmp_path):
 
 @pytest.mark.slow
 def test_sampling_is_reproducible_from_its_seed(t5_dir):
-    from bert_jax.decoding.generate_text import generate_lines
-    from bert_jax.decoding.seq2seq import GenerateSettings
-    from bert_jax.families.seq2seq_load import load_seq2seq
+    from bert_jax.arch.seq2seq.decoding import GenerateSettings
+    from bert_jax.arch.seq2seq.generate_text import generate_lines
+    from bert_jax.arch.seq2seq.load import load_seq2seq
 
     path, lines, vocab = t5_dir
     pretrained = load_seq2seq(path)
@@ -94,7 +94,7 @@ def test_sampling_warp_matches_transformers_processors():
     """Temperature, top-k and top-p keep the same tokens as transformers' logits warpers."""
     import jax.numpy as jnp
 
-    from bert_jax.decoding import Sampling
+    from bert_jax.decoding.search import Sampling
 
     rs = np.random.RandomState(0)
     logits = rs.randn(4, 50).astype(np.float32) * 3

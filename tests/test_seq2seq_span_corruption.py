@@ -70,9 +70,9 @@ def test_shards_and_resumable_dynamic_corruption(tmp_path):
 
 @pytest.mark.slow
 def test_tiny_t5_learns_span_corruption(tmp_path, capfd):
+    from bert_jax.arch.seq2seq import seq2seq_preset
+    from bert_jax.arch.seq2seq.train_task import Seq2SeqTask
     from bert_jax.corpus import snapshot
-    from bert_jax.model.seq2seq import seq2seq_preset
-    from bert_jax.pretraining.seq2seq_task import Seq2SeqTask
     from bert_jax.tokenization.t5_vocab import T5Vocab, train_t5_spm
     from bert_jax.train.config import training_config
     from bert_jax.train.loop import train
@@ -115,7 +115,7 @@ def test_tiny_t5_learns_span_corruption(tmp_path, capfd):
           f"content accuracy {result.last_eval['eval_content_accuracy']:.4f}")
     assert accuracy > 2 * unigram, (accuracy, unigram)
     # The workdir is what `bert-jax generate --init_checkpoint` reads back.
-    from bert_jax.families.seq2seq_load import load_seq2seq
+    from bert_jax.arch.seq2seq.load import load_seq2seq
 
     loaded = load_seq2seq(tmp_path / "wd")
     assert loaded.config == cfg and str(loaded.spm_model) == vocab.model_file

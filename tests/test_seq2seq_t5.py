@@ -12,9 +12,9 @@ transformers = pytest.importorskip("transformers")
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-from bert_jax.decoding import GenerateSettings, Seq2SeqGenerator, trim  # noqa: E402
-from bert_jax.families.t5_checkpoints import export_t5, read_t5_dir  # noqa: E402
-from bert_jax.model.seq2seq import EncoderDecoder, stack_seq2seq  # noqa: E402
+from bert_jax.arch.seq2seq import EncoderDecoder, stack_seq2seq  # noqa: E402
+from bert_jax.arch.seq2seq.decoding import GenerateSettings, Seq2SeqGenerator, trim  # noqa: E402
+from bert_jax.arch.seq2seq.t5_checkpoints import export_t5, read_t5_dir  # noqa: E402
 
 D = 32
 LAYOUTS = {  # v1.0: ReLU, tied and rescaled head; v1.1: gated GELU, own head, no rescale
@@ -199,7 +199,7 @@ def t5_json_dir(tmp_path_factory):
 def test_t5_dir_with_only_tokenizer_json_tokenizes_as_transformers(t5_json_dir):
     """The loader finds tokenizer.json; our ids (sentinels included) are transformers' ids, and
     decoding gives the text back."""
-    from bert_jax.families.seq2seq_load import load_seq2seq
+    from bert_jax.arch.seq2seq.load import load_seq2seq
     from bert_jax.tokenization.t5_vocab import T5Vocab
 
     pre = load_seq2seq(t5_json_dir)
@@ -226,9 +226,9 @@ def test_t5_dir_with_only_tokenizer_json_through_finetune_convert_generate(t5_js
     import subprocess
     import sys
 
-    from bert_jax.features.commands import extract_features
     from bert_jax.runs import finetune as runner
     from bert_jax.runs.export import convert_any
+    from bert_jax.runs.features import extract_features
     from bert_jax.tokenization.t5_vocab import T5Vocab
     from bert_jax.train.config import finetune_config
 

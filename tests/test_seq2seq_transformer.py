@@ -24,9 +24,9 @@ def _reversal(n: int, seed: int, length: int = 12) -> dict[str, np.ndarray]:
 
 def _train_and_beam_decode(tmp_path, cfg, model, steps: int, lr: float) -> float:
     """Exact-match rate of 4-beam decoding on held-out sequences after training."""
-    from bert_jax.decoding import GenerateSettings, Seq2SeqGenerator, trim
+    from bert_jax.arch.seq2seq.decoding import GenerateSettings, Seq2SeqGenerator, trim
+    from bert_jax.arch.seq2seq.train_task import Seq2SeqTask
     from bert_jax.input.seq2seq import Seq2SeqBatches
-    from bert_jax.pretraining.seq2seq_task import Seq2SeqTask
     from bert_jax.train.config import training_config
     from bert_jax.train.loop import train
 
@@ -51,7 +51,7 @@ def _train_and_beam_decode(tmp_path, cfg, model, steps: int, lr: float) -> float
 
 @pytest.mark.slow
 def test_lstm_luong_baseline_learns_reversal_to_99_percent(tmp_path):
-    from bert_jax.model.seq2seq.rnn import RnnConfig, RnnEncoderDecoder
+    from bert_jax.arch.seq2seq.rnn import RnnConfig, RnnEncoderDecoder
 
     cfg = RnnConfig(vocab_size=23, embed_dim=32, hidden_size=128)
     assert _train_and_beam_decode(tmp_path, cfg, RnnEncoderDecoder(cfg), 300, 3e-3) >= 0.99
@@ -59,7 +59,7 @@ def test_lstm_luong_baseline_learns_reversal_to_99_percent(tmp_path):
 
 @pytest.mark.slow
 def test_transformer_learns_reversal_to_99_percent_with_beam_search(tmp_path):
-    from bert_jax.model.seq2seq import EncoderDecoder, seq2seq_preset
+    from bert_jax.arch.seq2seq import EncoderDecoder, seq2seq_preset
 
     cfg = seq2seq_preset(
         "transformer-base", vocab_size=23, d_model=64, d_kv=16, d_ff=128, num_layers=2,

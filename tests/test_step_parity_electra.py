@@ -40,13 +40,13 @@ from step_parity import (
     step_parity,
 )
 
-from bert_jax.config import preset
-from bert_jax.model.electra import (
+from bert_jax.arch.electra.model import (
     ElectraOutput,
     discriminator_params,
     generator_config,
     generator_params,
 )
+from bert_jax.config import preset
 from bert_jax.objectives import electra as electra_objective
 from bert_jax.objectives import losses
 from bert_jax.pretraining.task import PretrainingTask

@@ -28,8 +28,8 @@ from step_parity import (
     step_parity,
 )
 
+from bert_jax.arch.bert.variants import get_family
 from bert_jax.config import preset
-from bert_jax.model.families import get_family
 from bert_jax.objectives.losses import DENOMINATORS
 from bert_jax.objectives.masking import MaskingSpec, mask_batch
 from bert_jax.pretraining.task import PretrainingTask

@@ -49,8 +49,8 @@ from step_parity import (
     TINY_SIZE as SIZE,
 )
 
+from bert_jax.arch.bert.task_heads import task_head
 from bert_jax.config import preset
-from bert_jax.interop.task_heads import task_head
 from bert_jax.tasks.train_tasks import ClassificationTask, SpanTask, TaggingTask, cross_entropy
 
 VOCAB, B, L, CHOICES = 300, 4, 16, 3

@@ -32,11 +32,11 @@ import pytest
 import transformers
 from step_parity import long, perturbed, step_parity
 
-from bert_jax.families.t5_checkpoints import export_t5
-from bert_jax.model.seq2seq import Seq2SeqConfig
+from bert_jax.arch.seq2seq import Seq2SeqConfig
+from bert_jax.arch.seq2seq.t5_checkpoints import export_t5
+from bert_jax.arch.seq2seq.train_task import Seq2SeqTask
 from bert_jax.objectives import span_corruption
 from bert_jax.objectives.losses import DENOMINATORS
-from bert_jax.pretraining.seq2seq_task import Seq2SeqTask
 from bert_jax.train import optimizer as optimizer_lib
 
 VOCAB = 160  # the last 100 ids are sentinels (vocab_size - 1 - i), text ids below 60

@@ -29,9 +29,9 @@ import transformers
 from step_parity import TINY_SIZE as SIZE
 from step_parity import encoder_batch, long, perturbed, step_parity
 
+from bert_jax.arch.xlnet.checkpoints import export_xlnet
+from bert_jax.arch.xlnet.pretraining import model_inputs
 from bert_jax.config import preset
-from bert_jax.families.xlnet_checkpoints import export_xlnet
-from bert_jax.model.xlnet.pretraining import model_inputs
 from bert_jax.objectives import permutation_lm
 from bert_jax.objectives.losses import DENOMINATORS
 from bert_jax.pretraining.task import PretrainingTask

@@ -147,9 +147,9 @@ def test_span_corruption_shards_pretrain_and_generate(corpus, tmp_path):
 
 
 def test_shards_of_another_geometry_are_refused(corpus, tmp_path):
+    from bert_jax.arch.seq2seq.pretraining_task import seq2seq_pretraining_task
     from bert_jax.configs.t5 import get_config
     from bert_jax.data.seq2seq_pipeline import create_seq2seq_data
-    from bert_jax.pretraining.seq2seq import seq2seq_pretraining_task
 
     path, vocab = corpus
     create_seq2seq_data(str(path / "eval.txt"), str(tmp_path), vocab.model_file,

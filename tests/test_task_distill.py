@@ -144,7 +144,7 @@ def test_student_loss_adds_alpha_times_the_hard_loss(teachers):
     """The loss of one batch: the soft loss over every row + alpha x CE over labelled rows."""
     import jax
 
-    from bert_jax.interop import load_pretrained
+    from bert_jax.arch.bert.pretrained import load_pretrained
     from bert_jax.tasks import train_tasks
     from bert_jax.tasks.distill.student import DistillTask
 

@@ -11,10 +11,10 @@ import pathlib
 import numpy as np
 import pytest
 
+from bert_jax.arch.seq2seq import text_to_text
 from bert_jax.corpus import embedded
 from bert_jax.errors import BertJaxError
 from bert_jax.runs import finetune as runner
-from bert_jax.runs import text_to_text
 from bert_jax.tasks import glue
 from bert_jax.train.config import finetune_config
 
@@ -81,8 +81,8 @@ def test_glue_and_squad_text_to_text_end_to_end(t5_dir, tmp_path):
     import torch
     import transformers
 
-    from bert_jax.families.seq2seq_load import load_seq2seq
-    from bert_jax.families.t5_checkpoints import export_t5
+    from bert_jax.arch.seq2seq.load import load_seq2seq
+    from bert_jax.arch.seq2seq.t5_checkpoints import export_t5
 
     _sst2(tmp_path / "sst2")
     cfg = _config("glue", t5_dir, tmp_path / "sst2", task="sst2", num_train_epochs=30.0,

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from bert_jax.config import preset
-from bert_jax.model import stack_layers, unstack_layers
+from bert_jax.model.scan import stack_layers, unstack_layers
 from bert_jax.pretraining.task import PretrainingTask, synthetic_batch
 from bert_jax.train import build_trainer, make_mesh
 from bert_jax.train.optimizer import decay_mask

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from bert_jax.families.xlnet_checkpoints import export_xlnet, read_xlnet_dir
-from bert_jax.model.xlnet import XLNetLM
+from bert_jax.arch.xlnet import XLNetLM
+from bert_jax.arch.xlnet.checkpoints import export_xlnet, read_xlnet_dir
 
 B, L, P, M = 2, 12, 3, 5
 
@@ -131,7 +131,7 @@ def test_export_loads_in_transformers(hf_dir, tmp_path):
 def test_fine_tuning_heads_match_transformers(tmp_path, kind):
     import transformers
 
-    from bert_jax.model.xlnet.heads import (
+    from bert_jax.arch.xlnet.heads import (
         XLNetForQuestionAnsweringSimple,
         XLNetForSequenceClassification,
     )

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from bert_jax.families.xlnet_checkpoints import convert_xlnet, read_xlnet_dir
-from bert_jax.features.xlnet import extract_xlnet_to_file
+from bert_jax.arch.xlnet.checkpoints import convert_xlnet, read_xlnet_dir
+from bert_jax.arch.xlnet.features import extract_xlnet_to_file
 
 LINES = ["The module defines functions for working with files.",
          "Return the value of the key. ||| If the key is missing, raise an error."]  # fmt: skip

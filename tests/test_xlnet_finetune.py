@@ -11,10 +11,11 @@ import pathlib
 import numpy as np
 import pytest
 
+from bert_jax.arch.xlnet import finetune as xlnet_finetune
+from bert_jax.arch.xlnet import layout as xlnet_layout
 from bert_jax.corpus import embedded
 from bert_jax.errors import BertJaxError
 from bert_jax.runs import finetune as runner
-from bert_jax.tasks import xlnet_finetune, xlnet_layout
 from bert_jax.tasks.jobs import make_job
 from bert_jax.tokenization.layout import XLNET_PAD_SEGMENT
 from bert_jax.tokenization.sentencepiece_tokenizer import XLNetTokenizer
@@ -121,7 +122,7 @@ def test_classification_head_on_grafted_encoder_matches_transformers(mrpc, xlnet
     import torch
     import transformers
 
-    from bert_jax.interop import graft_encoder
+    from bert_jax.arch.bert.pretrained import graft_encoder
 
     cfg, _, pre, job, pairs = mrpc
     task = job.train_task(pre.config, 8)

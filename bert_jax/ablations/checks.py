@@ -18,12 +18,13 @@ import jax.numpy as jnp
 import numpy as np
 from etils import epath
 
-from bert_jax import families, objectives
+from bert_jax import objectives
 from bert_jax.ablations import stats
 from bert_jax.ablations.tables import Arm, Pretrain
+from bert_jax.arch import registry
+from bert_jax.arch.bert.pretrained import graft_encoder
 from bert_jax.atomic_write import write_json_atomic
 from bert_jax.checkpoint import restore_params
-from bert_jax.interop import graft_encoder
 from bert_jax.pretraining.task import bert_config_from, pretraining_task
 from bert_jax.train import build_trainer, make_mesh
 
@@ -211,7 +212,7 @@ def masked_lm_check(h: Harness, run: Pretrain) -> dict | None:
     final = json.loads((wd / "done.json").read_text())
     check = {"mlm_accuracy": final["eval_masked_lm_accuracy"], "unigram": base["unigram"],
              "context_free": base["unigram_or_copy"]}  # fmt: skip
-    if not families.for_objective(run.objective).masked_lm_is_the_model:  # ELECTRA
+    if not registry.for_objective(run.objective).masked_lm_is_the_model:  # ELECTRA
         check.update(
             hidden_accuracy=final.get("eval_masked_lm_hidden_accuracy"),
             discriminator_accuracy=final["eval_replaced_token_accuracy"],

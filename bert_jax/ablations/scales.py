@@ -145,8 +145,8 @@ SCALES = {
 def mlm_steps_at_electra_flops(scale: Scale, electra_steps: int) -> int:
     """Masked-LM (no NSP) steps whose training FLOPs equal `electra_steps` ELECTRA steps of the
     same discriminator size, the generator counted (ELECTRA Table 1 gives BERT more steps)."""
+    from bert_jax.arch.electra.model import DEFAULT_GENERATOR_SIZE
     from bert_jax.config import preset
-    from bert_jax.model.electra import DEFAULT_GENERATOR_SIZE
     from bert_jax.train import flops
 
     config = preset(scale.model, vocab_size=scale.vocab_size)

@@ -68,7 +68,7 @@ def released_length(kind: str, task_dir: str, checkpoint_dir: str | os.PathLike,
     (a byte-level BPE, SentencePiece or tokenizer.json alone: their special tokens differ)."""
     from etils import epath
 
-    from bert_jax.interop.hf import guess_do_lower_case
+    from bert_jax.arch.bert.hf import guess_do_lower_case
     from bert_jax.tokenization.directory import tokenizer_file_in, tokenizer_kind
 
     found = tokenizer_file_in(checkpoint_dir)

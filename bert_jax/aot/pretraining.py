@@ -17,17 +17,17 @@ from typing import Any
 
 import jax
 
-from bert_jax import families
 from bert_jax.aot.fit import CompileReport, compile_step, format_report
 from bert_jax.aot.topology import TpuSlice, generation_of_device, resolve_slice
+from bert_jax.arch import registry
 from bert_jax.errors import BertJaxError
 from bert_jax.pretraining.task import bert_config_from, pretraining_task
 from bert_jax.train import build_trainer, make_mesh
 
 
 def build_pretraining_trainer(config: Any, devices: list[Any]) -> Any:
-    if families.for_objective(config.objective).task_kind == "encoder_decoder":  # T5: shapes only
-        from bert_jax.pretraining.seq2seq import seq2seq_pretraining_task
+    if registry.for_objective(config.objective).task_kind == "encoder_decoder":  # T5: shapes only
+        from bert_jax.arch.seq2seq.pretraining_task import seq2seq_pretraining_task
 
         task = seq2seq_pretraining_task(config, with_data=False)
         return build_trainer(config, task, make_mesh(config.mesh, devices))

@@ -55,7 +55,7 @@ def main(argv: list[str]) -> None:
         if not getattr(FLAGS, name):
             raise BertJaxError(f"--{name} is required")
     from bert_jax.features import plot_attention
-    from bert_jax.features.commands import attention_map
+    from bert_jax.runs.features import attention_map
 
     lower = FLAGS.do_lower_case if FLAGS["do_lower_case"].present else None
     m = attention_map(

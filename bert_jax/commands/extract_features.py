@@ -54,7 +54,7 @@ def main(argv: list[str]) -> None:
         layer_indexes = [int(x) for x in FLAGS.layers.split(",")]
     except ValueError:
         raise BertJaxError(f"--layers={FLAGS.layers}: expected comma-separated integers") from None
-    from bert_jax.features.commands import extract_features
+    from bert_jax.runs.features import extract_features
 
     lower = FLAGS.do_lower_case if FLAGS["do_lower_case"].present else None
     n = extract_features(

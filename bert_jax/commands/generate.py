@@ -49,9 +49,9 @@ def main(argv: list[str]) -> None:
             raise BertJaxError(f"--{name} is required")
     from etils import epath
 
-    from bert_jax import families
+    from bert_jax.arch import registry
+    from bert_jax.arch.seq2seq.decoding import GenerateSettings
     from bert_jax.atomic_write import open_atomic
-    from bert_jax.decoding.seq2seq import GenerateSettings
 
     # Every flag before anything is read or written: a --batch_size of -1 once decoded nothing
     # and replaced a finished output file with an empty one.
@@ -71,7 +71,7 @@ def main(argv: list[str]) -> None:
     # The output is staged under a hidden name and renamed over --output_file only when every
     # line is decoded: a run that fails (the model, memory, a kill) leaves an earlier file whole.
     with open_atomic(FLAGS.output_file) as f:
-        family = families.for_checkpoint(FLAGS.init_checkpoint)
+        family = registry.for_checkpoint(FLAGS.init_checkpoint)
         if family is not None and family.generates == "causal":  # a left-to-right BERT
             rows = _causal_rows(lines, settings)
         else:  # an encoder-decoder (its loader names what it found otherwise)
@@ -94,8 +94,8 @@ def _read_lines(path: str) -> list[str]:
 
 
 def _causal_rows(lines: list[str], settings):
-    from bert_jax.decoding.causal_lm import generate_causal_lines
-    from bert_jax.interop import load_pretrained
+    from bert_jax.arch.bert.causal_lm import generate_causal_lines
+    from bert_jax.arch.bert.pretrained import load_pretrained
     from bert_jax.tokenization.directory import check_vocab_fits, open_tokenizer
 
     pretrained = load_pretrained(FLAGS.init_checkpoint)
@@ -109,9 +109,9 @@ def _causal_rows(lines: list[str], settings):
 
 
 def _seq2seq_rows(lines: list[str], settings):
-    from bert_jax.decoding.generate_text import generate_lines
-    from bert_jax.decoding.seq2seq import check_max_new_tokens
-    from bert_jax.families.seq2seq_load import load_seq2seq
+    from bert_jax.arch.seq2seq.decoding import check_max_new_tokens
+    from bert_jax.arch.seq2seq.generate_text import generate_lines
+    from bert_jax.arch.seq2seq.load import load_seq2seq
     from bert_jax.tokenization.t5_vocab import T5Vocab
 
     pretrained = load_seq2seq(FLAGS.init_checkpoint)

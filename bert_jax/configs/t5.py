@@ -1,4 +1,4 @@
-"""T5 pretraining (Raffel et al. 2020): an encoder-decoder (bert_jax/model/seq2seq/, the v1.1
+"""T5 pretraining (Raffel et al. 2020): an encoder-decoder (bert_jax/arch/seq2seq/, the v1.1
 layout: gated-GELU, untied output layer, no dropout in pretraining) trained on span corruption
 (15% noise, mean span 3, sentinels) or prefix LM through the one loop (Seq2SeqTask).
 
@@ -48,7 +48,7 @@ from bert_jax.train.config import training_config
 def get_config(preset: str = "small") -> ml_collections.ConfigDict:
     c = training_config()
     c.objective = "span_corruption"  # or prefix_lm (bert_jax.objectives.SEQ2SEQ)
-    c.model = "t5-v1_1-small"  # a seq2seq preset (bert_jax.model.seq2seq.seq2seq_preset)
+    c.model = "t5-v1_1-small"  # a seq2seq preset (bert_jax.arch.seq2seq.seq2seq_preset)
     # Size overrides of the preset (None = the preset's); d_model: hidden width; d_kv: width of
     # each attention head; d_ff: feed-forward width; num_layers: encoder layers;
     # num_decoder_layers: decoder layers (None = num_layers); num_heads: attention heads.

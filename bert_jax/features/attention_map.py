@@ -8,10 +8,10 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
+from bert_jax.arch.bert.model import BertModel
 from bert_jax.atomic_write import open_atomic
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
-from bert_jax.model import BertModel
 from bert_jax.tokenization.layout import layout_of
 
 

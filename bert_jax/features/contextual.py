@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from bert_jax.arch.bert.model import BertModel
 from bert_jax.config import BertConfig
-from bert_jax.model import BertModel
 
 SENTENCE = (
     "After stealing money from the bank vault, the bank robber was seen fishing on the "

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 
+from bert_jax.arch.bert.pretrained import load_pretrained
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
-from bert_jax.interop import load_pretrained
 from bert_jax.tokenization.directory import LOOKED_FOR, check_vocab_fits, open_tokenizer
 
 

@@ -1,6 +1,3 @@
-"""Checkpoints in and out: Hugging Face safetensors dirs, Google TF checkpoints, our workdirs."""
-
-from bert_jax.interop.hf import export_hf
-from bert_jax.interop.pretrained import Pretrained, graft_encoder, load_pretrained
-
-__all__ = ["Pretrained", "export_hf", "graft_encoder", "load_pretrained"]
+"""Checkpoint plumbing every architecture shares: building a parameter tree from named arrays
+(`assemble`) and reading any bert-jax workdir's parameters (`workdir_params`). Each
+architecture's own formats (Hugging Face, Google TF, T5/XLNet) live in `bert_jax/arch/<name>/`."""

@@ -1,30 +1,7 @@
-"""Pure Flax Linen BERT: encoder, heads, family presets and layout helpers."""
+"""Blocks every encoder shares: attention (and its kernels), the layer stack, embeddings,
+packing and the looped <-> scanned layout. An architecture's own model lives in
+`bert_jax/arch/<name>/`."""
 
-from bert_jax.model.bert import BertModel, BertOutput
-from bert_jax.model.families import FAMILIES, family_config
-from bert_jax.model.heads import (
-    BertForMultipleChoice,
-    BertForPreTraining,
-    BertForQuestionAnswering,
-    BertForReplacedTokenDetection,
-    BertForSequenceClassification,
-    BertForTokenClassification,
-    PretrainingOutput,
-)
 from bert_jax.model.scan import stack_layers, unstack_layers
 
-__all__ = [
-    "FAMILIES",
-    "BertForMultipleChoice",
-    "BertForPreTraining",
-    "BertForQuestionAnswering",
-    "BertForReplacedTokenDetection",
-    "BertForSequenceClassification",
-    "BertForTokenClassification",
-    "BertModel",
-    "BertOutput",
-    "PretrainingOutput",
-    "family_config",
-    "stack_layers",
-    "unstack_layers",
-]
+__all__ = ["stack_layers", "unstack_layers"]

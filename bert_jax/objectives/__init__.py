@@ -42,7 +42,7 @@ _BUILT = (
 )
 REGISTRY: dict[str, Objective] = {o.name: o for o in _BUILT}
 # Encoder-decoder objectives (T5): shards of `inputs`/`targets`, trained by
-# bert_jax.pretraining.seq2seq_task; `get` finds them too, `names` lists only the encoder
+# bert_jax.arch.seq2seq.train_task; `get` finds them too, `names` lists only the encoder
 # ones above.
 SEQ2SEQ: dict[str, Seq2SeqObjective] = {
     o.name: o for o in (span_corruption.OBJECTIVE, prefix_lm.OBJECTIVE)
@@ -50,6 +50,21 @@ SEQ2SEQ: dict[str, Seq2SeqObjective] = {
 _BY_DATA_FLAG = {o.data_flag: o for o in (*_BUILT, *SEQ2SEQ.values()) if o.data_flag}
 
 PLANNED: dict[str, str] = {}
+
+
+def register(objective: Objective) -> None:
+    """What a line in `_BUILT` does, at run time: for an objective that lives outside the package
+    (tests/toy_arch/ has one). `unregister` takes it out again."""
+    if objective.name in REGISTRY or objective.data_flag in _BY_DATA_FLAG:
+        raise BertJaxError(f"objective {objective.name!r} is already registered")
+    REGISTRY[objective.name] = objective
+    if objective.data_flag:
+        _BY_DATA_FLAG[objective.data_flag] = objective
+
+
+def unregister(name: str) -> None:
+    objective = REGISTRY.pop(name)
+    _BY_DATA_FLAG.pop(objective.data_flag, None)
 
 
 def names() -> list[str]:
@@ -98,5 +113,6 @@ def check_pack_sequences(name: str, pack_sequences: int, flag: str = "pack_seque
 
 __all__ = [
     "PLANNED", "REGISTRY", "SEQ2SEQ", "Objective", "Seq2SeqObjective", "TokenMasking",
-    "check_pack_sequences", "data_flags", "get", "is_seq2seq", "names", "seq2seq_names",
+    "check_pack_sequences", "data_flags", "get", "is_seq2seq", "names", "register",
+    "seq2seq_names", "unregister",
 ]  # fmt: skip

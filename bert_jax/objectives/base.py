@@ -30,7 +30,7 @@ LossFn = Callable[[Any, Mapping[str, Any]], tuple[Any, dict[str, Any]]]
 #                     DOC-SENTENCES; a document's last segment may be shorter)
 PAIRINGS = ("sentence_pairs", "swapped_pairs", "packed", "packed_docs")
 # The one vocabulary of pretraining heads (objectives, the encoder variants in
-# bert_jax.model.families, and the checkpoint head groups of bert_jax.interop, where the
+# bert_jax.arch.bert.variants, and the checkpoint head groups of bert_jax.interop, where the
 # sentence-pair layer of both NSP and SOP is the "nsp" group).
 HEADS = {
     "mlm": "masked LM: logits at the masked positions",
@@ -70,7 +70,7 @@ class Objective:
     # The label the sentence head predicts, named as stats.json reports its positive fraction.
     label_statistic: str = "label_1_fraction"
     data_flag: str = ""  # the create-pretraining-data --objective value (reference names)
-    # The architecture it trains (a `bert_jax.families` name): the objective names it, nothing
+    # The architecture it trains (a `bert_jax.arch.registry` name): the objective names it, nothing
     # guesses it from the heads.
     family: str = "bert"
     causal: bool = False  # the encoder attends left to right (BertConfig.causal)
@@ -166,7 +166,7 @@ class Seq2SeqObjective:
     """An encoder-decoder objective (T5): a chunk of raw token ids -> (inputs, targets), each
     ending with EOS. Its shards hold int64 `inputs` [inputs_length] and `targets`
     [targets_length], zero-padded; the model, loss and metrics are
-    `bert_jax.pretraining.seq2seq_task`'s (teacher-forced cross-entropy on the targets), the
+    `bert_jax.arch.seq2seq.train_task`'s (teacher-forced cross-entropy on the targets), the
     same for every such objective, so it declares no heads or loss of its own."""
 
     name: str
@@ -177,7 +177,7 @@ class Seq2SeqObjective:
     make_example: Callable[[np.ndarray, np.random.Generator, int], tuple[np.ndarray, np.ndarray]]
     uses_sentinels: bool  # targets hold sentinel ids (top of the vocabulary)
     data_flag: str = ""
-    family: str = "seq2seq"  # the encoder-decoders (`bert_jax.families.seq2seq`)
+    family: str = "seq2seq"  # the encoder-decoders (`bert_jax.arch.seq2seq.family`)
 
     def shard_schema(self, inputs_length: int, targets_length: int) -> Schema:
         return (

@@ -2,7 +2,7 @@
 15% of the tokens (85% -> [MASK], 15% kept, no random tokens), its samples replace them, and the
 discriminator tells for every real token whether it was replaced. Loss = generator MLM + 50 x
 the discriminator's sigmoid cross-entropy averaged over all non-padding tokens. The model is
-`bert_jax.model.electra.ElectraForPreTraining` (the pretraining task builds it for this
+`bert_jax.arch.electra.model.ElectraForPreTraining` (the pretraining task builds it for this
 objective); the data are packed segments without a sentence label, as ELECTRA's."""
 
 from __future__ import annotations

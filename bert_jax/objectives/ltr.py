@@ -5,7 +5,7 @@ the flag is part of the saved model config, in fine-tuning too (the paper found 
 constraint at fine-tuning hurt). Every real token after [CLS] is a target, predicted from the
 position before it; nothing is masked and there is no sentence-pair loss. Under causal attention
 [CLS] sees only itself, so sentence-level heads of a causal model read the last real token
-(bert_jax.model.bert); the paper does not say which position it used.
+(bert_jax.arch.bert.model); the paper does not say which position it used.
 """
 
 from __future__ import annotations

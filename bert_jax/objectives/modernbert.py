@@ -1,6 +1,6 @@
 """ModernBERT's masked LM (Warner et al. 2024): one segment of contiguous text packed up to the
 length limit, no sentence-pair task, and a higher masking rate, 30% of the tokens (80/10/10 as
-BERT's). The model is the ModernBERT family's (`bert_jax.families.modernbert`).
+BERT's). The model is the ModernBERT family's (`bert_jax.arch.modernbert.family`).
 
 The rate is the data's: pretraining configs draw masks at training time with
 `dynamic_masking=True, masked_lm_prob=0.3` (bert_jax/configs/modernbert.py); static shards take

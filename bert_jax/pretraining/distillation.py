@@ -34,13 +34,13 @@ import numpy as np
 import optax
 from etils import epath
 
+from bert_jax.arch.bert.heads import BertForPreTraining, MaskedLMHead
+from bert_jax.arch.bert.model import BertModel
+from bert_jax.arch.bert.pretrained import load_pretrained
+from bert_jax.arch.bert.variants import get_family
 from bert_jax.atomic_write import read_json
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
-from bert_jax.interop import load_pretrained
-from bert_jax.model import BertForPreTraining, BertModel
-from bert_jax.model.families import get_family
-from bert_jax.model.heads import MaskedLMHead
 from bert_jax.objectives import losses
 from bert_jax.pretraining.task import PretrainingTask
 from bert_jax.train.task import Batch, Metrics
@@ -198,7 +198,7 @@ def init_student(fresh: Any, teacher: BertConfig, student: BertConfig, tp: dict)
     from them: embeddings (segment 0 folded into the positions when the student has no token
     types), layers `teacher_layers`, the MLM head if the teacher has one. Leaves without a
     counterpart keep their fresh initialisation."""
-    from bert_jax.model import stack_layers
+    from bert_jax.model.scan import stack_layers
 
     emb_t = dict(tp["bert"]["embeddings"])
     if not student.type_vocab_size and teacher.type_vocab_size:
@@ -237,8 +237,8 @@ def _fill(fresh: Any, given: Any, path: str) -> Any:
 def teacher_config_only(path: str) -> BertConfig:
     """The teacher's model config without its weights (compiling the step ahead of time needs
     shapes only): a Hugging Face dir's config.json or a bert-jax workdir's."""
+    from bert_jax.arch.bert.hf_configs import config_from_hf
     from bert_jax.checkpoint import read_workdir_config
-    from bert_jax.interop.hf_configs import config_from_hf
 
     directory = epath.Path(path)
     if (directory / "checkpoints").is_dir():

@@ -18,13 +18,14 @@ from typing import Any
 import jax
 import numpy as np
 
-from bert_jax import families, objectives
+from bert_jax import objectives
+from bert_jax.arch import registry
+from bert_jax.arch.bert.variants import get_family
+from bert_jax.arch.electra.model import DEFAULT_GENERATOR_SIZE
 from bert_jax.config import BertConfig, preset
 from bert_jax.errors import BertJaxError
 from bert_jax.input import EvalInput, PretrainInput
 from bert_jax.input.geometry import shard_settings
-from bert_jax.model.electra import DEFAULT_GENERATOR_SIZE
-from bert_jax.model.families import get_family
 from bert_jax.objectives.masking import MaskingSpec
 from bert_jax.tokenization.vocab import load_vocab
 from bert_jax.train.task import Batch, Metrics
@@ -61,7 +62,7 @@ class PretrainingTask:
             )
         # The objective names its family; the family builds the model (ELECTRA's generator and
         # discriminator as one module, XLNet's two-stream LM, BERT's heads).
-        self.family = families.get(self.spec.family)
+        self.family = registry.get(self.spec.family)
         self.model = self.family.pretraining_model(self.bert_config, self.spec, self.generator_size)
         if self.pack_sequences > 1 and self.uses_sentence_head:  # one NSP/SOP label per slot
             self.model = self.model.clone(max_sequences=self.pack_sequences)
@@ -254,7 +255,7 @@ def bert_config_from(config: Any) -> BertConfig:
         # id + 1 rows, not len(vocab) (which would leave the last ids outside it).
         vocab_size = max(load_vocab(config.vocab_file).values()) + 1
     family = get_family(str(config.family))
-    families.check_preset(family.name, config.objective)
+    registry.check_preset(family.name, config.objective)
     switches = {k: v for k, v in family.switches.items() if k not in _SIZE_FIELDS}
     if config.get("embedding_size") is not None:
         switches["embedding_size"] = int(config.embedding_size)

@@ -13,12 +13,12 @@ import os
 
 from etils import epath
 
-from bert_jax import families
+from bert_jax.arch import registry
+from bert_jax.arch.bert import hf, tf_ckpt
+from bert_jax.arch.bert.pretrained import Pretrained
+from bert_jax.arch.bert.task_heads import TaskHead, task_head
 from bert_jax.atomic_write import is_local, read_json_object
 from bert_jax.errors import BertJaxError
-from bert_jax.interop import hf, tf_ckpt
-from bert_jax.interop.pretrained import Pretrained
-from bert_jax.interop.task_heads import TaskHead, task_head
 from bert_jax.task_family_key import saved_task_family
 from bert_jax.tasks import glue, ner
 from bert_jax.tokenization.directory import tokenizer_file_in
@@ -89,8 +89,8 @@ def convert(
 ) -> tuple[epath.Path, Pretrained, TaskHead | None, epath.Path | None]:
     """`bert-jax convert`: any checkpoint -> a Hugging Face dir; a fine-tuning workdir exports as
     its task's class with its tokenizer. Returns (dir, what was loaded, the head, the vocab)."""
-    from bert_jax.interop.hf import export_hf
-    from bert_jax.interop.pretrained import load_pretrained
+    from bert_jax.arch.bert.hf import export_hf
+    from bert_jax.arch.bert.pretrained import load_pretrained
 
     pre = load_pretrained(init_checkpoint, bert_config_file, vocab_file)
     tuned = finetuned(pre)
@@ -105,7 +105,7 @@ def convert(
 def convert_xlnet_any(init_checkpoint: str, output_dir: str) -> str:
     """`bert-jax convert` of an XLNet directory or a workdir fine-tuned from one (its task head
     as XLNetFor<Task>, with our label names)."""
-    from bert_jax.families.xlnet_checkpoints import convert_xlnet, xlnet_task_head
+    from bert_jax.arch.xlnet.checkpoints import convert_xlnet, xlnet_task_head
 
     def task_of(run: dict, params: dict) -> TaskHead | None:
         return xlnet_task_head(run, params, init_checkpoint, *task_labels(run))
@@ -116,10 +116,10 @@ def convert_xlnet_any(init_checkpoint: str, output_dir: str) -> str:
 def convert_seq2seq(init_checkpoint: str, output_dir: str) -> str:
     """`bert-jax convert` of a T5 directory or a seq2seq workdir (pretrained or fine-tuned
     text-to-text: the whole model is T5ForConditionalGeneration) -> a T5 directory."""
+    from bert_jax.arch.seq2seq import Seq2SeqConfig
+    from bert_jax.arch.seq2seq.load import load_seq2seq
+    from bert_jax.arch.seq2seq.t5_checkpoints import check_t5_layout, export_t5
     from bert_jax.checkpoint import read_workdir_config
-    from bert_jax.families.seq2seq_load import load_seq2seq
-    from bert_jax.families.t5_checkpoints import check_t5_layout, export_t5
-    from bert_jax.model.seq2seq import Seq2SeqConfig
 
     path = epath.Path(init_checkpoint)
     if (path / "checkpoints").is_dir():  # before restoring: what transformers cannot hold
@@ -136,7 +136,7 @@ def convert_seq2seq(init_checkpoint: str, output_dir: str) -> str:
 
 def convert_modernbert(init_checkpoint: str, output_dir: str) -> str:
     """`bert-jax convert` of a ModernBERT directory or a workdir fine-tuned from one."""
-    from bert_jax.interop import modernbert_hf
+    from bert_jax.arch.modernbert import hf as modernbert_hf
 
     return modernbert_hf.convert(init_checkpoint, output_dir, task_labels)
 
@@ -156,7 +156,7 @@ def _convert_any(
     vocab_file: str | None = None,
 ) -> list[str]:
     """`convert_any` into `output_dir` as it is (the staging directory)."""
-    family = families.for_checkpoint(init_checkpoint)
+    family = registry.for_checkpoint(init_checkpoint)
     own_converter = _CONVERTERS.get(family.name) if family else None
     if own_converter:  # XLNet / T5 dir or workdir -> its transformers class, its own files
         for name, value in (("bert_config_file", bert_config_file), ("vocab_file", vocab_file)):

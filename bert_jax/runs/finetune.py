@@ -31,15 +31,16 @@ import numpy as np
 from etils import epath
 from flax.core import meta
 
-from bert_jax import families
 from bert_jax.aot.pretraining import check_trainer_fits
+from bert_jax.arch import registry
+from bert_jax.arch.bert.pretrained import graft_encoder
+from bert_jax.arch.seq2seq import text_to_text
+from bert_jax.arch.xlnet import finetune as xlnet_finetune
 from bert_jax.errors import BertJaxError
-from bert_jax.interop import graft_encoder
-from bert_jax.runs import text_to_text
-from bert_jax.runs.finetune_setup import output_dir, run_config, run_mesh, write_json
-from bert_jax.tasks import feature_ner, xlnet_finetune
+from bert_jax.tasks import feature_ner
 from bert_jax.tasks.arrays import TrainBatches, eval_batches
 from bert_jax.tasks.distill.student_setup import Distillation
+from bert_jax.tasks.finetune_setup import output_dir, run_config, run_mesh, write_json
 from bert_jax.tasks.jobs import make_job
 from bert_jax.tasks.packed import PackedJob
 from bert_jax.tokenization.directory import (
@@ -50,12 +51,12 @@ from bert_jax.train.curves import write_curves
 from bert_jax.train.validate import check_finetune_config
 
 
-def _family(cfg) -> families.Architecture:
+def _family(cfg) -> registry.Architecture:
     """The architecture of cfg.init_checkpoint; a TF checkpoint prefix or a directory that names
     none is read by the BERT family's loader (which says what it found)."""
     if not cfg.init_checkpoint:
         raise BertJaxError("config init_checkpoint is empty: give a workdir, HF dir or TF ckpt")
-    return families.for_checkpoint(cfg.init_checkpoint) or families.get("bert")
+    return registry.for_checkpoint(cfg.init_checkpoint) or registry.get("bert")
 
 
 def _tokenizer_and_weights(cfg):
@@ -132,7 +133,7 @@ def _fresh_params(task, seed: int, initializer_range: float, random_encoder: boo
         jax.eval_shape(lambda k: task.model.init(k, **task.model_inputs(dummy)), key)
     )["params"]
     rng = np.random.default_rng(seed)
-    encoder_scope = families.for_model_config(task.bert_config).encoder_scope
+    encoder_scope = registry.for_model_config(task.bert_config).encoder_scope
 
     def init(path, leaf):
         names = [str(getattr(p, "key", p)) for p in path]
@@ -155,7 +156,7 @@ def run_once(cfg, job, pre, workdir: str | epath.Path, distill=None) -> dict[str
     """Train one model (`cfg` from `run_config`) with the shared loop and score the dev split(s);
     `distill` (`bert_jax.tasks.distill.student_setup.Distillation`) makes it a distilled student."""
     workdir = epath.Path(workdir)
-    family = families.for_model_config(pre.config)
+    family = registry.for_model_config(pre.config)
     bert = pre.config.replace(dtype=cfg.dtype)
     if (rate := cfg.get("dropout")) is not None:
         fields = ("hidden_dropout_prob", "attention_probs_dropout_prob")

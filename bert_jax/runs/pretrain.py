@@ -14,8 +14,9 @@ import jax
 from etils import epath
 from jax.experimental import multihost_utils
 
-from bert_jax import families
 from bert_jax.aot.pretraining import check_trainer_fits
+from bert_jax.arch import registry
+from bert_jax.arch.bert.pretrained import graft_encoder, load_pretrained
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
 from bert_jax.input.geometry import (
@@ -23,7 +24,6 @@ from bert_jax.input.geometry import (
     check_shard_objective,
     with_shard_geometry,
 )
-from bert_jax.interop import graft_encoder, load_pretrained
 from bert_jax.pretraining.task import bert_config_from, pretraining_task
 from bert_jax.tokenization.byte_bpe import file_set_of, is_byte_bpe_file
 from bert_jax.train.loop import TrainResult, maybe_initialize_distributed, train
@@ -56,9 +56,9 @@ def run_pretraining(config: Any, workdir: str, batches: Any = None) -> TrainResu
 
 def _pretrain(config: Any, workdir: str, batches: Any = None) -> TrainResult:
     check_shard_objective(config)  # shards of another objective: named before any other check
-    family = families.for_objective(config.objective)
+    family = registry.for_objective(config.objective)
     if family.task_kind == "encoder_decoder":  # T5 and its kin (bert_jax/configs/t5.py)
-        from bert_jax.runs.seq2seq_pretrain import run_seq2seq_pretraining
+        from bert_jax.arch.seq2seq.pretrain_run import run_seq2seq_pretraining
 
         return run_seq2seq_pretraining(config, workdir, batches)
     settings = train_settings(config)  # checked before the model, the vocab or the workdir

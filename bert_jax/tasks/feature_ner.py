@@ -17,9 +17,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bert_jax.arch.bert.bilstm import BiLSTMTagger
+from bert_jax.arch.bert.model import BertModel
 from bert_jax.config import BertConfig
-from bert_jax.model import BertModel
-from bert_jax.model.bilstm import BiLSTMTagger
 from bert_jax.tasks.arrays import eval_batches
 from bert_jax.tasks.train_tasks import cross_entropy
 from bert_jax.train.task import Batch, Metrics

@@ -6,9 +6,9 @@
   sub-token of each word, 0 elsewhere), normalised by the weight sum.
 - `SpanTask`: start/end logits over all tokens; (CE(start) + CE(end)) / 2, as run_squad.py.
 Every task also has `predict(params, batch)` -> the head's logits (deterministic), which the
-trainer jits as `predict_step` for evaluation. The heads are the model family's
-(`bert_jax.families`, from the config's type): given an `XLNetConfig`, XLNet's heads of the same
-kind (inputs in XLNet's layout, see `bert_jax.tasks.xlnet_layout`).
+trainer jits as `predict_step` for evaluation. The heads are the architecture's
+(`bert_jax.arch.registry`, from the config's type): given an `XLNetConfig`, XLNet's heads of the
+same kind (inputs in XLNet's layout, see `bert_jax.arch.xlnet.layout`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from bert_jax import families
+from bert_jax.arch import registry
 from bert_jax.config import BertConfig
 from bert_jax.train.task import Batch, Metrics
 
@@ -66,9 +66,9 @@ class _Base:
         return self.apply(params, batch, None, True)
 
     @property
-    def family(self) -> families.Architecture:
+    def family(self) -> registry.Architecture:
         """The architecture whose heads this task builds (from the config's type)."""
-        return families.for_model_config(self.bert_config)
+        return registry.for_model_config(self.bert_config)
 
     def flops_per_step(self, global_batch_size: int) -> float:
         per_tok = self.family.encoder_flops_per_token(self.bert_config, self.max_seq_length)

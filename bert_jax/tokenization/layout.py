@@ -6,7 +6,7 @@
     XLNet (sentencepiece):            <cls> A <sep>        <cls> A <sep> B <sep>   types 0.. 1..
 
 XLNet's own order puts <cls> last and pads on the left; the featurizers write the first form and
-`bert_jax.tasks.xlnet_layout` moves each row into XLNet's.
+`bert_jax.arch.xlnet.layout` moves each row into XLNet's.
 
 Each tokenizer carries its layout as `tokenizer.layout`; `layout_of` gives BERT's to tokenizers
 without one, so the tasks build sequences from the tokenizer instead of literal "[CLS]"/"[SEP]".

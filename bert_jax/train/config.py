@@ -90,7 +90,7 @@ def pretrain_config(preset: str = "base") -> ml_collections.ConfigDict:
     c.hidden_dropout_prob = 0.1  # dropout after embeddings, attention output and FFN
     c.attention_probs_dropout_prob = 0.1  # dropout on attention probabilities
     c.objective = "mlm_nsp"  # a bert_jax.objectives name: mlm_nsp | mlm | mlm_sop | full_sentences
-    # The model family (bert_jax.model.families): its switches on top of the `model` size, e.g.
+    # The model family (bert_jax.arch.bert.variants): its switches on top of the `model` size, e.g.
     # albert (E=128, shared layers), roberta (position offset), electra (no pooler).
     c.family = "bert"
     c.embedding_size = ml_collections.FieldReference(None, field_type=int)  # None: the family's

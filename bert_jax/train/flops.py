@@ -45,7 +45,7 @@ def electra_flops_per_step(
 ) -> float:
     """ELECTRA: the discriminator (encoder + per-token head 6 (d^2 + d)) plus the generator
     (its encoder over every token, its MLM head at the masked positions)."""
-    from bert_jax.model.electra import generator_config
+    from bert_jax.arch.electra.model import generator_config
 
     d = disc.hidden_size
     flops = batch * seq_len * (encoder_flops_per_token(disc, seq_len) + 6.0 * (d * d + d))

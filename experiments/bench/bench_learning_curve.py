@@ -158,7 +158,7 @@ def run_ours(size, seed, train, held_out, vocab_size, evals, export_to, dtype="f
     `warmup` (None: a tenth of the steps) change the recipe of ours alone, the peer's stays."""
     import jax
 
-    from bert_jax.interop import export_hf
+    from bert_jax.arch.bert.hf import export_hf
     from bert_jax.pretraining.task import PretrainingTask
     from bert_jax.train import build_trainer, make_mesh
 

@@ -8,7 +8,7 @@ of the same size, same CPU, same process, interleaved rounds; plus our MFU.
 One step = forward, masked-LM loss at 30% of the positions, backward, AdamW update. transformers
 runs with its SDPA attention and projects only the masked positions (`sparse_prediction`, as
 ModernBERT trains); ours gathers the masked positions before the head. The FLOPs for MFU are
-ours (`bert_jax.model.modernbert.pretraining.flops_per_step`: windowed attention counted as
+ours (`bert_jax.arch.modernbert.pretraining.flops_per_step`: windowed attention counted as
 computed keys, the window's). Tokens per CPU-second (user + sys of this process) is the fairer
 number on a shared machine.
 
@@ -78,8 +78,8 @@ class Ours:
         import optax
         from flax.core import meta
 
-        from bert_jax.model.modernbert import ModernBertForMaskedLM
-        from bert_jax.model.modernbert.pretraining import flops_per_step
+        from bert_jax.arch.modernbert import ModernBertForMaskedLM
+        from bert_jax.arch.modernbert.pretraining import flops_per_step
 
         model = ModernBertForMaskedLM(config)
         b = _batch(seq)
@@ -112,7 +112,7 @@ class Ours:
 
 
 def main() -> None:
-    from bert_jax.model.modernbert import preset
+    from bert_jax.arch.modernbert import preset
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--size", default="mini")

@@ -8,7 +8,8 @@ one warm-up step (ours: the jitted train step of the one trainer; theirs: loss.b
 torch.optim.AdamW). Decoding: greedy generation of --new_tokens tokens per input with a key/value
 cache (ours: `Seq2SeqGenerator`, timed after a compile run; theirs: `model.generate`), reported as
 generated tokens/s. Weights: a random T5ForConditionalGeneration exported by transformers and
-loaded by bert-jax (`bert_jax.families.t5_checkpoints`), so both sides compute the same function.
+loaded by bert-jax (`bert_jax.arch.seq2seq.t5_checkpoints`), so both sides compute the same
+function.
 
 Three runs (2026-11-26, commit 83a2ebd, 2 idle x86-64 cores; jax 0.10.2, torch 2.13.0 with 2
 threads, transformers 5.24.0), `--batch 4 --inputs 64 --targets 16 --train_steps 3
@@ -48,11 +49,11 @@ def main() -> None:
     import torch
     import transformers
 
-    from bert_jax.decoding import GenerateSettings, Seq2SeqGenerator
-    from bert_jax.families.t5_checkpoints import read_t5_dir
+    from bert_jax.arch.seq2seq import EncoderDecoder, seq2seq_preset
+    from bert_jax.arch.seq2seq.decoding import GenerateSettings, Seq2SeqGenerator
+    from bert_jax.arch.seq2seq.t5_checkpoints import read_t5_dir
+    from bert_jax.arch.seq2seq.train_task import Seq2SeqTask
     from bert_jax.input.seq2seq import Seq2SeqBatches
-    from bert_jax.model.seq2seq import EncoderDecoder, seq2seq_preset
-    from bert_jax.pretraining.seq2seq_task import Seq2SeqTask
     from bert_jax.train import build_trainer, make_mesh
     from bert_jax.train.config import training_config
 

@@ -39,9 +39,9 @@ class Pretrain:
     def family(self) -> str:
         """The config.family of the run: the variant named after the architecture its objective
         trains (ELECTRA's objective trains its own: discriminator + generator)."""
-        from bert_jax import families  # the model stack, only when a run is built
+        from bert_jax.arch import registry  # the model stack, only when a run is built
 
-        return families.for_objective(self.objective).variant_architecture
+        return registry.for_objective(self.objective).variant_architecture
 
     @property
     def mask_and_random_prob(self) -> tuple[float, float]:

@@ -24,7 +24,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from bert_jax import families
+from bert_jax.arch import registry
 from bert_jax.errors import BertJaxError
 from bert_jax.tasks import train_tasks
 from bert_jax.tasks.distill import losses
@@ -152,7 +152,7 @@ class DistillTask:
     def flops_per_step(self, global_batch_size: int) -> float:
         total = self.base.flops_per_step(global_batch_size)
         if self.teacher is not None:  # forward only: a third of forward + backward
-            arch = families.for_model_config(self.teacher.config)
+            arch = registry.for_model_config(self.teacher.config)
             per_tok = arch.encoder_flops_per_token(self.teacher.config, self.base.max_seq_length)
             total += self.base.tokens_per_step(global_batch_size) * per_tok / 3
         return total

@@ -16,14 +16,14 @@ import hashlib
 import numpy as np
 from etils import epath
 
-from bert_jax import families
+from bert_jax.arch import registry
+from bert_jax.arch.base import FineTuned
+from bert_jax.arch.bert.hf import _open_weights
+from bert_jax.arch.bert.pretrained import load_pretrained
 from bert_jax.atomic_write import read_json_object
 from bert_jax.checkpoint import read_workdir_config, restore_params
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
-from bert_jax.families.base import FineTuned
-from bert_jax.interop import load_pretrained
-from bert_jax.interop.hf import _open_weights
 from bert_jax.task_family_key import saved_task_family
 from bert_jax.tasks import glue, ner, train_tasks
 from bert_jax.tokenization.directory import LOOKED_FOR, open_tokenizer, tokenizer_file_in
@@ -224,7 +224,7 @@ def load_teacher(path: str, cfg, step: int | None = None) -> Teacher:
             f"(e.g. {path}/runs/<point>/seed<s>)"
         )
     workdir = (p / "checkpoints").is_dir()
-    arch = families.for_checkpoint(p) or families.get("bert")
+    arch = registry.for_checkpoint(p) or registry.get("bert")
     if not arch.distills_teachers:
         raise BertJaxError(
             f"{path}: {arch.title} does not teach: {arch.refusal('distillation teacher')}"

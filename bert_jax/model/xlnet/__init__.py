@@ -1,6 +1,0 @@
-"""XLNet: Transformer-XL with two-stream attention (bert_jax.model.xlnet.model)."""
-
-from bert_jax.model.xlnet.config import XLNetConfig, xlnet_preset
-from bert_jax.model.xlnet.model import XLNet, XLNetLM, XLNetOutput
-
-__all__ = ["XLNet", "XLNetConfig", "XLNetLM", "XLNetOutput", "xlnet_preset"]
