@@ -74,6 +74,9 @@ class Architecture:
     distills_students: ClassVar[bool] = False  # a task-distillation student (tasks.distill)
     distills_teachers: ClassVar[bool] = False  # a fine-tuned task-distillation teacher
     encoder_scope: ClassVar[str] = "bert"  # the encoder's parameters in its task models
+    # `convert` writes its checkpoints with its own files (`convert` below); the rest convert
+    # through the BERT encoder's formats (bert_jax.runs.export).
+    converts_own_files: ClassVar[bool] = False
 
     # Why a command refuses this family where its capability above is off, keyed by the
     # command's name in `bert_jax.arch.table` (README's table and the commands' errors).
@@ -115,6 +118,12 @@ class Architecture:
     def export_pretrained(self, task: Any, params: Any, output_dir: str, vocab: Any) -> list[str]:
         """Write the trained model as its Hugging Face class; the lines to print."""
         raise self.unsupported("export_hf_dir")
+
+    def convert(self, init_checkpoint: str, output_dir: str, task_labels: Any) -> str:
+        """`bert-jax convert` of its checkpoint (a Hugging Face directory or a workdir, pretrained
+        or fine-tuned) -> its transformers class in `output_dir`; the line to print.
+        `task_labels(run)`: a fine-tuning run's (label names, problem_type)."""
+        raise self.unsupported("convert")
 
     # ---- fine-tuning ------------------------------------------------------------------------
     def load_for_finetuning(self, cfg: Any) -> tuple[Any, Any, bool]:

@@ -102,53 +102,6 @@ def convert(
     return out, pre, task, vocab
 
 
-def convert_xlnet_any(init_checkpoint: str, output_dir: str) -> str:
-    """`bert-jax convert` of an XLNet directory or a workdir fine-tuned from one (its task head
-    as XLNetFor<Task>, with our label names)."""
-    from bert_jax.arch.xlnet.checkpoints import convert_xlnet, xlnet_task_head
-
-    def task_of(run: dict, params: dict) -> TaskHead | None:
-        return xlnet_task_head(run, params, init_checkpoint, *task_labels(run))
-
-    return convert_xlnet(init_checkpoint, output_dir, task_of)
-
-
-def convert_seq2seq(init_checkpoint: str, output_dir: str) -> str:
-    """`bert-jax convert` of a T5 directory or a seq2seq workdir (pretrained or fine-tuned
-    text-to-text: the whole model is T5ForConditionalGeneration) -> a T5 directory."""
-    from bert_jax.arch.seq2seq import Seq2SeqConfig
-    from bert_jax.arch.seq2seq.load import load_seq2seq
-    from bert_jax.arch.seq2seq.t5_checkpoints import check_t5_layout, export_t5
-    from bert_jax.checkpoint import read_workdir_config
-
-    path = epath.Path(init_checkpoint)
-    if (path / "checkpoints").is_dir():  # before restoring: what transformers cannot hold
-        record = read_workdir_config(path).get("seq2seq") or {}
-        check_t5_layout(Seq2SeqConfig.from_dict(record, str(path / "config.json")), path)
-    pre = load_seq2seq(init_checkpoint)
-    cfg = pre.config
-    out = export_t5(cfg, pre.params, output_dir, pre.spm_model, source=init_checkpoint)
-    return (
-        f"wrote {out} (T5ForConditionalGeneration, num_layers={cfg.num_layers} "
-        f"d_model={cfg.d_model}; tokenizer: {pre.spm_model.name if pre.spm_model else 'none'})"
-    )
-
-
-def convert_modernbert(init_checkpoint: str, output_dir: str) -> str:
-    """`bert-jax convert` of a ModernBERT directory or a workdir fine-tuned from one."""
-    from bert_jax.arch.modernbert import hf as modernbert_hf
-
-    return modernbert_hf.convert(init_checkpoint, output_dir, task_labels)
-
-
-# Architectures whose checkpoints convert whole with their own files (the rest: `convert`).
-_CONVERTERS = {
-    "xlnet": convert_xlnet_any,
-    "seq2seq": convert_seq2seq,
-    "modernbert": convert_modernbert,
-}
-
-
 def _convert_any(
     init_checkpoint: str,
     output_dir: str,
@@ -157,15 +110,14 @@ def _convert_any(
 ) -> list[str]:
     """`convert_any` into `output_dir` as it is (the staging directory)."""
     family = registry.for_checkpoint(init_checkpoint)
-    own_converter = _CONVERTERS.get(family.name) if family else None
-    if own_converter:  # XLNet / T5 dir or workdir -> its transformers class, its own files
+    if family and family.converts_own_files:  # XLNet / T5 / ModernBERT: its own files
         for name, value in (("bert_config_file", bert_config_file), ("vocab_file", vocab_file)):
             if value:
                 raise BertJaxError(
                     f"--{name}: only for BERT-family checkpoints; {init_checkpoint} is "
                     f"{family.name} (its own files are used)"
                 )
-        return [own_converter(init_checkpoint, output_dir)]
+        return [family.convert(init_checkpoint, output_dir, task_labels)]
     out, pre, task, vocab = convert(init_checkpoint, output_dir, bert_config_file, vocab_file)
     heads = task.arch if task else ", ".join(pre.heads) or "none"
     lines = [

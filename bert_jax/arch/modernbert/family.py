@@ -52,6 +52,7 @@ class ModernBertFamily(Architecture):
     attention_maps: ClassVar[tuple[str, ...]] = ("encoder",)  # global and sliding-window layers
     distills_students: ClassVar[bool] = True
     distills_teachers: ClassVar[bool] = True
+    converts_own_files: ClassVar[bool] = True
     refusals: ClassVar[dict[str, str]] = {
         "generate": f"ModernBERT is a bidirectional masked-LM encoder; {GENERATES}",
     }
@@ -80,6 +81,9 @@ class ModernBertFamily(Architecture):
     def export_pretrained(self, task: Any, params: Any, output_dir: str, vocab: Any) -> list[str]:
         out = modernbert_hf.export_pretraining_run(task.model.config, params, output_dir, vocab)
         return [f"exported Hugging Face ModernBertForMaskedLM to {out}"]
+
+    def convert(self, init_checkpoint: str, output_dir: str, task_labels: Any) -> str:
+        return modernbert_hf.convert(init_checkpoint, output_dir, task_labels)
 
     # ---- fine-tuning ------------------------------------------------------------------------
     def load_for_finetuning(self, cfg: Any) -> tuple[Any, ModernBertPretrained, bool]:

@@ -18,7 +18,12 @@ from bert_jax.arch.bert import hf
 from bert_jax.arch.xlnet import XLNetConfig
 from bert_jax.arch.xlnet import heads as xlnet_heads
 from bert_jax.arch.xlnet import pretraining as xlnet_pretraining
-from bert_jax.arch.xlnet.checkpoints import export_xlnet, read_xlnet_dir
+from bert_jax.arch.xlnet.checkpoints import (
+    convert_xlnet,
+    export_xlnet,
+    read_xlnet_dir,
+    xlnet_task_head,
+)
 from bert_jax.errors import BertJaxError
 from bert_jax.tokenization.directory import (
     check_vocab_fits,
@@ -50,6 +55,7 @@ class XLNetFamily(Architecture):
     padding_side: ClassVar[str] = "left"
     encoder_scope: ClassVar[str] = "transformer"
     extracts_features: ClassVar[bool] = True  # the content stream
+    converts_own_files: ClassVar[bool] = True
     refusals: ClassVar[dict[str, str]] = {
         "generate": f"XLNet's permutation LM is not decoded here; {GENERATES}",
         "distillation student": STUDENT_IS_BERT,
@@ -78,6 +84,14 @@ class XLNetFamily(Architecture):
         return [f"exported Hugging Face XLNetLMHeadModel to {out}"]
 
     # ---- fine-tuning ------------------------------------------------------------------------
+    def convert(self, init_checkpoint: str, output_dir: str, task_labels: Any) -> str:
+        """A workdir fine-tuned from an XLNet directory exports its head as XLNetFor<Task>."""
+
+        def task_of(run: dict, params: dict) -> Any:
+            return xlnet_task_head(run, params, init_checkpoint, *task_labels(run))
+
+        return convert_xlnet(init_checkpoint, output_dir, task_of)
+
     def load_for_finetuning(self, cfg: Any) -> tuple[Any, XLNetPretrained, bool]:
         path = epath.Path(cfg.init_checkpoint)
         for key in ("feature_based", "bilstm_size", "init_num_layers"):
