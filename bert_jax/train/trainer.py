@@ -28,7 +28,6 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-import flax.linen as nn
 import flax.struct
 import jax
 import jax.numpy as jnp
@@ -321,7 +320,3 @@ def build_trainer(config: Any, task: Task, mesh: Mesh) -> Trainer:
         batch_rows=rows,
         dropout_prng=settings.dropout_prng,
     )
-
-
-def unboxed_partition_specs(tree: Any) -> Any:
-    return nn.get_partition_spec(tree)

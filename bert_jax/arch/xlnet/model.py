@@ -18,7 +18,7 @@ means i may NOT attend to j; `target_mapping[b, p, j] = 1` means prediction p is
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import flax.linen as nn
 import jax
@@ -265,14 +265,3 @@ class XLNetLM(nn.Module):
             preferred_element_type=jnp.float32,
         )  # fmt: skip
         return logits_BxTxV + bias_V, out
-
-
-def init_inputs_for(cfg: XLNetConfig, batch: int, length: int, predict: int) -> dict[str, Any]:
-    """Zero arrays of every input, for `init`."""
-    return dict(
-        input_ids_BxL=jnp.zeros((batch, length), jnp.int32),
-        segment_ids_BxL=jnp.zeros((batch, length), jnp.int32),
-        input_mask_BxL=jnp.ones((batch, length), jnp.int32),
-        perm_mask_BxLxL=jnp.zeros((batch, length, length), jnp.float32),
-        target_mapping_BxPxL=jnp.zeros((batch, predict, length), jnp.float32),
-    )
