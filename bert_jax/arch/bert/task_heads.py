@@ -1,14 +1,20 @@
-"""The task head of a fine-tuned workdir as transformers' *For<Task> class: which class, the head's
-weights under Hugging Face's names and the config.json fields (num_labels, id2label, label2id) that
-make its Auto classes and pipelines report our label names.
+"""Task heads between our fine-tuned models and transformers' *For<Task> classes, both ways.
+
+Out: a fine-tuned workdir's head as its class, the head's weights under Hugging Face's names and
+the config.json fields (num_labels, id2label, label2id) that make its Auto classes and pipelines
+report our label names. In: a Hugging Face directory's head as our head's parameters (what a
+task-distillation teacher is read as).
 
     head = task_head(run_config, params, bert_config, labels=("neg", "pos"))  # None: pretraining
     export_hf(bert_config, params, out, vocab, lower, task=head)
+    family = hf_task_family(config_json["architectures"])    # "glue", "ner", ... or ""
+    params.update(read_hf_head(directory, family, bert_config, shapes, read))
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -104,3 +110,37 @@ def task_head(
         if problem_type:
             extra["problem_type"] = problem_type
     return TaskHead(variant.hf_class_prefix + suffix, tensors, extra, uses_pooler)
+
+
+def hf_task_family(architectures: list[str]) -> str:
+    """The fine-tuning task family whose head one of transformers' `architectures` is ("": none)."""
+    found = (f for f, (suffix, _, _) in _HEADS.items() for a in architectures if a.endswith(suffix))
+    return next(found, "")
+
+
+def read_hf_head(
+    where: str,
+    family: str,
+    config: BertConfig,
+    shapes: dict[str, Any],
+    read: Callable[[str], np.ndarray],
+) -> dict[str, dict[str, np.ndarray]]:
+    """Our head's parameters (and, for RoBERTa's sentence head, our pooler: key "pooler") from a
+    Hugging Face checkpoint's head tensors (`shapes`: its names, `read`: one tensor)."""
+    suffix, name, uses_pooler = _HEADS[family]
+    linear = lambda n: {"kernel": np.ascontiguousarray(read(f"{n}.weight").T),
+                        "bias": read(f"{n}.bias")}  # fmt: skip
+    if uses_pooler:
+        sentence_head = "" if config.causal else FAMILIES[config.family].hf_sentence_head
+        if not sentence_head:
+            ours = [f.name for f in FAMILIES.values() if f.hf_sentence_head]
+            raise BertJaxError(
+                f"{where}: {config.family}'s {suffix[3:]} head differs from ours (only "
+                f"{', '.join(ours)} sentence heads are the same function)"
+            )
+        if "classifier.out_proj.weight" in shapes:  # RobertaClassificationHead
+            return {"pooler": linear("classifier.dense"), name: linear("classifier.out_proj")}
+    if f"{name}.weight" not in shapes:
+        raise BertJaxError(f"{where}: no {name}.weight (the {suffix[3:]} head)")
+    return {name: linear(name)}
+

@@ -20,6 +20,7 @@ from bert_jax.arch import registry
 from bert_jax.arch.base import FineTuned
 from bert_jax.arch.bert.hf import _open_weights
 from bert_jax.arch.bert.pretrained import load_pretrained
+from bert_jax.arch.bert.task_heads import hf_task_family, read_hf_head
 from bert_jax.atomic_write import read_json_object
 from bert_jax.checkpoint import read_workdir_config, restore_params
 from bert_jax.config import BertConfig
@@ -28,16 +29,7 @@ from bert_jax.task_family_key import saved_task_family
 from bert_jax.tasks import glue, ner, train_tasks
 from bert_jax.tokenization.directory import LOOKED_FOR, open_tokenizer, tokenizer_file_in
 
-# transformers class suffix -> the fine-tuning task family whose head it is
-_HF_HEADS = {
-    "ForSequenceClassification": "glue",
-    "ForTokenClassification": "ner",
-    "ForQuestionAnswering": "squad",
-}
 DISTILLABLE = ("glue", "ner", "squad")
-# Sentence heads whose transformers layout is ours: a dense layer on the pooled [CLS] (RoBERTa's
-# dense + tanh + out_proj is our pooler + classifier).
-_SENTENCE_HEAD_FAMILIES = ("bert", "albert", "roberta")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,31 +93,6 @@ def _from_workdir(path: epath.Path, step: int | None, family: str) -> Teacher:
     )
 
 
-def _hf_head(path: epath.Path, arch: str, family: str, config: BertConfig) -> dict:
-    """Our head params from the directory's transformers head tensors."""
-    _, shapes, read = _open_weights(path)
-    linear = lambda name: {"kernel": np.ascontiguousarray(read(f"{name}.weight").T),
-                           "bias": read(f"{name}.bias")}  # fmt: skip
-    if family == "glue":
-        if config.family not in _SENTENCE_HEAD_FAMILIES or config.causal:
-            raise BertJaxError(
-                f"{path}: {arch}'s head differs from ours (only "
-                f"{', '.join(_SENTENCE_HEAD_FAMILIES)} sentence heads are the same function)"
-            )
-        if "classifier.out_proj.weight" in shapes:  # RobertaClassificationHead
-            return {
-                "pooler": linear("classifier.dense"),
-                "classifier": linear("classifier.out_proj"),
-            }
-        if "classifier.weight" not in shapes:
-            raise BertJaxError(f"{path}: {arch} without classifier.weight")
-        return {"classifier": linear("classifier")}
-    name = "qa_outputs" if family == "squad" else "classifier"
-    if f"{name}.weight" not in shapes:
-        raise BertJaxError(f"{path}: {arch} without {name}.weight")
-    return {name: linear(name)}
-
-
 def _check_ner_labels(path: epath.Path, names: list[str]) -> None:
     if names and not all(n.startswith("LABEL_") for n in names) and tuple(names) != ner.LABELS:
         raise BertJaxError(
@@ -180,15 +147,15 @@ def _from_hf(path: epath.Path) -> Teacher:
     missing = f"{path}: no config.json (not a Hugging Face model)"
     raw = read_json_object(path / "config.json", missing)
     archs = raw.get("architectures") or []
-    family = next((f for suffix, f in _HF_HEADS.items() for a in archs if a.endswith(suffix)), "")
-    if not family:
+    family = hf_task_family(archs)
+    if family not in DISTILLABLE:
         raise BertJaxError(
             f"{path}: no task head (architectures: {', '.join(archs) or 'none'}); a teacher is "
             "a *ForSequenceClassification, *ForTokenClassification or *ForQuestionAnswering model"
         )
-    arch = archs[0]
     pre = load_pretrained(path)
-    head = _hf_head(path, arch, family, pre.config)
+    _, shapes, read = _open_weights(path)
+    head = read_hf_head(f"{path}: {archs[0]}", family, pre.config, shapes, read)
     params = dict(pre.params)
     if "pooler" in head:
         params["bert"] = dict(params["bert"], pooler=head.pop("pooler"))
