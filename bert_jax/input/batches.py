@@ -12,6 +12,7 @@ import jax
 import numpy as np
 from etils import epath
 
+from bert_jax import objectives
 from bert_jax.errors import BertJaxError
 from bert_jax.objectives.base import Objective
 from bert_jax.objectives.masking import MaskingSpec, mask_batch
@@ -240,6 +241,68 @@ def check_files(
             length = int(features["masked_lm_positions"].size)
             read = schema + tuple(Feature(n, length, t) for n, t in STATIC_MASKS)
     return read
+
+
+class Reader:
+    """The start-up PretrainInput and EvalInput share: their settings, this process's files and
+    the checks on them, which raise in the order the package docstring lists them."""
+
+    files: list[str]  # this process's
+    process_index: int
+    process_count: int
+    global_batch_size: int
+    batch_size: int  # per process
+    max_seq_length: int
+    max_predictions_per_seq: int
+    seed: int
+    sharding: jax.sharding.NamedSharding | None
+    dynamic_masking: MaskingSpec | None
+    objective: Objective
+    pack_sequences: int
+    vocab_size: int | None  # token ids are checked against it at start-up and in every batch
+    _schema: Schema  # to decode
+
+    def _setup(
+        self,
+        files: str | Sequence[str],
+        global_batch_size: int,
+        max_seq_length: int,
+        max_predictions_per_seq: int,
+        *,
+        seed: int,
+        sharding: jax.sharding.NamedSharding | None,
+        dynamic_masking: MaskingSpec | None,
+        objective: str,
+        process_index: int | None,
+        process_count: int | None,
+        vocab_size: int | None,
+        pack_sequences: int,
+        allow_idle: bool = False,
+    ) -> list[str]:
+        """Sets the attributes above; returns every process's files (sorted)."""
+        all_files = expand_files(files)
+        self.files, self.process_index, self.process_count = process_files(
+            all_files, process_index, process_count, sharding, allow_idle
+        )
+        self.global_batch_size = global_batch_size
+        self.batch_size = per_process_batch_size(global_batch_size, self.process_count, sharding)
+        self.max_seq_length = max_seq_length
+        self.max_predictions_per_seq = max_predictions_per_seq
+        self.seed = seed
+        self.sharding = sharding
+        self.dynamic_masking = dynamic_masking
+        self.objective = objectives.get(objective)
+        unmasked = reads_unmasked_text(self.objective, dynamic_masking)
+        # Packed shards (create-pretraining-data --pack_sequences=S): S instances per record.
+        self.pack_sequences = objectives.check_pack_sequences(self.objective.name, pack_sequences)
+        schema = self.objective.shard_schema(
+            max_seq_length, max_predictions_per_seq, not unmasked, pack_sequences
+        )
+        self.vocab_size = vocab_size
+        check_shard_vocab(self.files, vocab_size)
+        # Statically masked shards read for their text add their masks (to restore it).
+        self._schema = check_files(self.files, schema, unmasked, vocab_size)
+        return all_files
 
 
 def restore_text(batch: dict[str, np.ndarray], where: str = "") -> None:

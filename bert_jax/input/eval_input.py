@@ -17,14 +17,13 @@ from typing import Any
 import jax
 import numpy as np
 
-from bert_jax import objectives
 from bert_jax.input import batches
 from bert_jax.objectives.masking import MaskingSpec
 from bert_jax.shards.example import decode_batch
 from bert_jax.shards.tfrecord import count_records, read_records
 
 
-class EvalInput:
+class EvalInput(batches.Reader):
     """Iterable of global eval batches (see the package docstring for keys and shapes)."""
 
     def __init__(
@@ -43,29 +42,12 @@ class EvalInput:
         vocab_size: int | None = None,
         pack_sequences: int = 1,
     ):
-        all_files = batches.expand_files(files)
-        self.files, self.process_index, self.process_count = batches.process_files(
-            all_files, process_index, process_count, sharding, allow_idle=True
-        )
-        self.global_batch_size = global_batch_size
-        self.batch_size = batches.per_process_batch_size(
-            global_batch_size, self.process_count, sharding
-        )
-        self.max_predictions_per_seq = max_predictions_per_seq
-        self.sharding = sharding
-        self.dynamic_masking = dynamic_masking
-        self.seed = seed
-        self.objective = objectives.get(objective)
-        unmasked = batches.reads_unmasked_text(self.objective, dynamic_masking)
-        # Packed shards (create-pretraining-data --pack_sequences=S): S instances per record.
-        self.pack_sequences = objectives.check_pack_sequences(self.objective.name, pack_sequences)
-        schema = self.objective.shard_schema(
-            max_seq_length, max_predictions_per_seq, not unmasked, pack_sequences
-        )
-        self.vocab_size = vocab_size  # token ids checked against it, as in PretrainInput
-        batches.check_shard_vocab(self.files, vocab_size)
-        # Static masks of shards read for their text are decoded too (the text is restored).
-        self._schema = batches.check_files(self.files, schema, unmasked, vocab_size)
+        all_files = self._setup(
+            files, global_batch_size, max_seq_length, max_predictions_per_seq, seed=seed,
+            sharding=sharding, dynamic_masking=dynamic_masking, objective=objective,
+            process_index=process_index, process_count=process_count, vocab_size=vocab_size,
+            pack_sequences=pack_sequences, allow_idle=True,  # a process may get only padding
+        )  # fmt: skip
         # Every process counts every file (headers only) to agree on the number of batches.
         counts = [count_records(f) for f in all_files]
         per_process = [sum(counts[i :: self.process_count]) for i in range(self.process_count)]

@@ -17,7 +17,6 @@ import grain
 import jax
 import numpy as np
 
-from bert_jax import objectives
 from bert_jax.errors import BertJaxError
 from bert_jax.input import batches, stream
 from bert_jax.objectives.masking import MaskingSpec
@@ -26,7 +25,7 @@ from bert_jax.shards.example import decode_batch
 _STATE_VERSION = 1
 
 
-class PretrainInput(grain.DatasetIterator):
+class PretrainInput(batches.Reader, grain.DatasetIterator):
     """Iterator of global training batches; see the package docstring for keys and shapes.
 
     A `grain.DatasetIterator`, so Grain's Orbax handler (`grain.checkpoint.CheckpointSave/
@@ -59,31 +58,12 @@ class PretrainInput(grain.DatasetIterator):
     ):
         if not 0 <= seed < 2**32:
             raise BertJaxError(f"seed must be in [0, 2**32), got {seed}")
-        all_files = batches.expand_files(files)
-        self.files, self.process_index, self.process_count = batches.process_files(
-            all_files, process_index, process_count, sharding
-        )
-        self.global_batch_size = global_batch_size
-        self.batch_size = batches.per_process_batch_size(
-            global_batch_size, self.process_count, sharding
-        )
-        self.max_seq_length = max_seq_length
-        self.max_predictions_per_seq = max_predictions_per_seq
-        self.seed = seed
-        self.sharding = sharding
-        self.dynamic_masking = dynamic_masking
-        self.objective = objectives.get(objective)
-        unmasked = batches.reads_unmasked_text(self.objective, dynamic_masking)
-        # Packed shards (create-pretraining-data --pack_sequences=S): S instances per record.
-        self.pack_sequences = objectives.check_pack_sequences(self.objective.name, pack_sequences)
-        schema = self.objective.shard_schema(
-            max_seq_length, max_predictions_per_seq, not unmasked, pack_sequences
-        )
-        # vocab_size: token ids are checked against it at start-up and in every batch.
-        self.vocab_size = vocab_size
-        batches.check_shard_vocab(self.files, vocab_size)
-        # Statically masked shards read for their text add their masks (to restore it).
-        self._schema = batches.check_files(self.files, schema, unmasked, vocab_size)
+        self._setup(
+            files, global_batch_size, max_seq_length, max_predictions_per_seq, seed=seed,
+            sharding=sharding, dynamic_masking=dynamic_masking, objective=objective,
+            process_index=process_index, process_count=process_count, vocab_size=vocab_size,
+            pack_sequences=pack_sequences,
+        )  # fmt: skip
         self._fingerprint = {
             "files": batches.files_fingerprint(self.files),
             "global_batch_size": global_batch_size,
