@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from typing import Any
+from typing import Any, ClassVar, Self
 
 from bert_jax.atomic_write import read_json, write_json_atomic
 from bert_jax.errors import BertJaxError
@@ -34,8 +34,41 @@ SHARE_LAYERS = ("none", "all", "attention", "ffn")
 ATTENTION_IMPLEMENTATIONS = ("xla", "cudnn", "splash", "auto")
 
 
+class FrozenConfig:
+    """What the frozen config dataclasses (here and in bert_jax.arch) share: `replace`, the dict
+    of the fields a config.json stores, and building one from such a dict."""
+
+    RUNTIME: ClassVar[tuple[str, ...]] = ()  # fields that choose how to compute, never saved
+
+    def replace(self, **changes: Any) -> Self:
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def saved_fields(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls) if f.name not in cls.RUNTIME)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.saved_fields()}
+
+    @classmethod
+    def from_saved(
+        cls,
+        d: dict[str, Any],
+        source: str,
+        runtime: dict[str, Any],
+        wrap: tuple[type[Exception], ...] = (TypeError,),
+    ) -> Self:
+        """The saved fields of `d` (other keys ignored) plus `runtime`; an error of a type in
+        `wrap` is re-raised naming `source`, so the user learns which file is wrong."""
+        known = {k: d[k] for k in cls.saved_fields() if k in d}
+        try:
+            return cls(**known, **runtime)
+        except wrap as e:
+            raise BertJaxError(f"{source}: {e}") from None
+
+
 @dataclasses.dataclass(frozen=True)
-class BertConfig:
+class BertConfig(FrozenConfig):
     vocab_size: int = 30522
     hidden_size: int = 768
     num_hidden_layers: int = 12
@@ -125,21 +158,14 @@ class BertConfig:
     def gelu_approximate(self) -> bool:
         return GELU_ACTIVATIONS[self.hidden_act]
 
-    def replace(self, **changes: Any) -> BertConfig:
-        return dataclasses.replace(self, **changes)
-
     # ---- serialisation -------------------------------------------------------------------------
-    ARCH_FIELDS = (
+    RUNTIME = ("dtype", "scan_layers", "remat_policy", "attention_implementation")
+    # The fields Hugging Face's BertConfig has (the family switches live in bert_jax.interop).
+    HF_BERT_FIELDS = (
         "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
         "intermediate_size", "hidden_act", "hidden_dropout_prob", "attention_probs_dropout_prob",
         "max_position_embeddings", "type_vocab_size", "initializer_range", "layer_norm_eps",
-        "causal", "embedding_size", "share_layers", "position_offset", "pooler", "family",
     )  # fmt: skip
-    # The fields Hugging Face's BertConfig has (the family switches live in bert_jax.interop).
-    HF_BERT_FIELDS = ARCH_FIELDS[:12]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.ARCH_FIELDS}
 
     def to_hf_dict(self) -> dict[str, Any]:
         """transformers' BertConfig; causal attention is its decoder mode."""
@@ -159,13 +185,9 @@ class BertConfig:
             raise BertJaxError(f"{source}: model_type {model_type!r} is not a BERT model")
         if d.get("position_embedding_type", "absolute") != "absolute":
             raise BertJaxError(f"{source}: only absolute position embeddings are supported")
-        known = {k: d[k] for k in cls.ARCH_FIELDS if k in d}
-        if "vocab_size" not in known:
+        if "vocab_size" not in d:
             raise BertJaxError(f"{source}: has no vocab_size")
-        try:
-            return cls(**known, **runtime)
-        except TypeError as e:
-            raise BertJaxError(f"{source}: {e}") from None
+        return cls.from_saved(d, source, runtime)
 
     @classmethod
     def from_json_file(cls, path: str | os.PathLike, **runtime: Any) -> BertConfig:

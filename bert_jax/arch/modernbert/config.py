@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from bert_jax.config import ATTENTION_IMPLEMENTATIONS, REMAT_POLICIES
+from bert_jax.config import ATTENTION_IMPLEMENTATIONS, REMAT_POLICIES, FrozenConfig
 from bert_jax.errors import BertJaxError
 
 ACTIVATIONS = {"gelu": False, "gelu_new": True, "gelu_pytorch_tanh": True}  # -> tanh approx.
@@ -21,7 +21,7 @@ POOLINGS = ("cls", "mean")
 
 
 @dataclasses.dataclass(frozen=True)
-class ModernBertConfig:
+class ModernBertConfig(FrozenConfig):
     vocab_size: int = 50368
     hidden_size: int = 768
     intermediate_size: int = 1152  # the GeGLU's inner width (Wi projects to twice this)
@@ -92,16 +92,11 @@ class ModernBertConfig:
         kinds = ("full_attention", "sliding_attention")
         return [kinds[0] if self.is_global(i) else kinds[1] for i in range(self.num_hidden_layers)]
 
-    def replace(self, **changes: Any) -> ModernBertConfig:
-        return dataclasses.replace(self, **changes)
-
     # ---- Hugging Face config.json ----------------------------------------------------------
     RUNTIME = ("dtype", "scan_layers", "remat_policy", "attention_implementation")
 
     def to_hf_dict(self) -> dict[str, Any]:
-        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        for k in self.RUNTIME:
-            d.pop(k)
+        d = self.to_dict()
         d.update(
             model_type="modernbert",
             layer_types=self.layer_types(),
@@ -119,8 +114,7 @@ class ModernBertConfig:
     def from_hf_dict(cls, d: dict[str, Any], source: str = "config", **runtime: Any):
         if d.get("model_type") != "modernbert":
             raise BertJaxError(f"{source}: model_type {d.get('model_type')!r} is not modernbert")
-        names = {f.name for f in dataclasses.fields(cls)} - set(cls.RUNTIME)
-        known = {k: d[k] for k in names if k in d}
+        known = dict(d)  # what rope_parameters and layer_types say overrides the flat fields
         if d.get("rope_scaling"):
             raise BertJaxError(f"{source}: rope_scaling {d['rope_scaling']!r} is unsupported")
         rope = d.get("rope_parameters") or {}
@@ -140,10 +134,8 @@ class ModernBertConfig:
             known["global_attn_every_n_layers"] = _every_n(d["layer_types"], source)
         if d.get("tie_word_embeddings") is False:
             raise BertJaxError(f"{source}: untied decoder weights are unsupported")
-        try:
-            return cls(**known, **runtime)
-        except (TypeError, BertJaxError) as e:  # name the file whose value is bad
-            raise BertJaxError(f"{source}: {e}") from None
+        # name the file whose value is bad
+        return cls.from_saved(known, source, runtime, wrap=(TypeError, BertJaxError))
 
 
 def _every_n(layer_types: list[str], source: str) -> int:

@@ -14,6 +14,7 @@ from typing import Any
 
 from etils import epath
 
+from bert_jax.config import FrozenConfig
 from bert_jax.errors import BertJaxError
 
 FEED_FORWARD = ("relu", "gated-gelu", "gated-relu", "gelu")
@@ -22,7 +23,7 @@ NORMS = ("rms_pre", "layer_post")  # T5: RMS norm before each sublayer | Transfo
 
 
 @dataclasses.dataclass(frozen=True)
-class Seq2SeqConfig:
+class Seq2SeqConfig(FrozenConfig):
     vocab_size: int = 32128
     d_model: int = 512
     d_kv: int = 64
@@ -108,25 +109,15 @@ class Seq2SeqConfig:
         cross = self.num_decoder_layers * 2 * a
         return float(inputs_length * (enc + cross) + targets_length * dec)
 
-    def replace(self, **changes: Any) -> Seq2SeqConfig:
-        return dataclasses.replace(self, **changes)
-
     RUNTIME = ("dtype", "scan_layers", "remat_policy")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-                if f.name not in self.RUNTIME}  # fmt: skip
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], source: str = "config", **runtime: Any) -> Seq2SeqConfig:
-        names = {f.name for f in dataclasses.fields(cls)} - set(cls.RUNTIME)
-        unknown = sorted(set(d) - names)
-        if unknown:
+        unknown = sorted(set(d) - set(cls.saved_fields()))
+        if unknown:  # our own files: a stray key is a typo or a file of another version
             raise BertJaxError(f"{source}: unknown Seq2SeqConfig fields {unknown}")
-        try:
-            return cls(**d, **runtime)
-        except (TypeError, BertJaxError) as e:  # a BertJaxError: a field's value, named
-            raise BertJaxError(f"{source}: {e}") from None
+        # a BertJaxError is a field's value, named
+        return cls.from_saved(d, source, runtime, wrap=(TypeError, BertJaxError))
 
     def save(self, path: epath.PathLike) -> None:
         epath.Path(path).write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True))

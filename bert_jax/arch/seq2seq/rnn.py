@@ -20,10 +20,11 @@ import jax.numpy as jnp
 
 from bert_jax.arch.seq2seq.layers import NEG_INF
 from bert_jax.arch.seq2seq.model import Seq2SeqOutput
+from bert_jax.config import FrozenConfig
 
 
 @dataclasses.dataclass(frozen=True)
-class RnnConfig:
+class RnnConfig(FrozenConfig):
     vocab_size: int
     embed_dim: int = 64
     hidden_size: int = 128
@@ -32,9 +33,6 @@ class RnnConfig:
     eos_token_id: int = 1
     decoder_start_token_id: int = 0
     family: str = "rnn"
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
 
     def weight_flops_per_sequence(self, inputs_length: int, targets_length: int) -> float:
         """Matmul weight MACs per (inputs, targets) pair: the LSTMs' 4 gates, attention and the

@@ -6,18 +6,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from bert_jax.config import FrozenConfig
 from bert_jax.errors import BertJaxError
-
-# Hugging Face config.json keys this model reads (and writes back on export).
-HF_KEYS = (
-    "vocab_size", "d_model", "n_layer", "n_head", "d_inner", "ff_activation", "attn_type",
-    "layer_norm_eps", "dropout", "initializer_range", "mem_len", "reuse_len", "clamp_len",
-    "same_length", "bi_data",
-)  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
-class XLNetConfig:
+class XLNetConfig(FrozenConfig):
+    # Every field but the RUNTIME ones is a Hugging Face config.json key this model reads (and
+    # writes back on export).
     vocab_size: int = 32000
     d_model: int = 768
     n_layer: int = 12
@@ -61,8 +57,7 @@ class XLNetConfig:
         """Layers always run as a Python loop (`layer_{i}`); nn.scan is not built for XLNet."""
         return False
 
-    def replace(self, **changes: Any) -> XLNetConfig:
-        return dataclasses.replace(self, **changes)
+    RUNTIME = ("dtype", "remat")
 
     @classmethod
     def from_hf(cls, raw: dict[str, Any], source: str = "config.json", **runtime: Any):
@@ -70,13 +65,10 @@ class XLNetConfig:
             raise BertJaxError(f"{source}: model_type {raw.get('model_type')!r} is not xlnet")
         if "d_head" in raw and raw["d_head"] != raw["d_model"] // raw["n_head"]:
             raise BertJaxError(f"{source}: d_head != d_model / n_head is not supported")
-        try:
-            return cls(**{k: raw[k] for k in HF_KEYS if k in raw}, **runtime)
-        except TypeError as e:
-            raise BertJaxError(f"{source}: {e}") from None
+        return cls.from_saved(raw, source, runtime)
 
     def to_hf(self) -> dict[str, Any]:
-        out = {k: getattr(self, k) for k in HF_KEYS}
+        out = self.to_dict()
         out.update(model_type="xlnet", d_head=self.d_head, architectures=["XLNetLMHeadModel"])
         return out
 
