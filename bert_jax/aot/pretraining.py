@@ -6,14 +6,15 @@
     check_trainer_fits(trainer, config)   # on the attached TPU: raises BertJaxError if no fit
 
 Mesh, task and train step come from the pretraining code itself (bert_jax.train:
-`make_mesh(config.mesh, devices)`, `pretraining.bert_config_from / pretraining_task`,
-`build_trainer`), so what compiles here is exactly what `bert-jax pretrain` would run.
+`make_mesh(config.mesh, devices)`, `build_trainer`; the task from `pretraining_task_of`, which
+`bert-jax pretrain` calls too), so what compiles here is exactly what `bert-jax pretrain` would
+run.
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 
@@ -21,22 +22,32 @@ from bert_jax.aot.fit import CompileReport, compile_step, format_report
 from bert_jax.aot.topology import TpuSlice, generation_of_device, resolve_slice
 from bert_jax.arch import registry
 from bert_jax.errors import BertJaxError
-from bert_jax.pretraining.task import bert_config_from, pretraining_task
+from bert_jax.pretraining.task import PretrainingTask, bert_config_from, pretraining_task
 from bert_jax.train import build_trainer, make_mesh
+
+if TYPE_CHECKING:
+    from bert_jax.arch.seq2seq.train_task import Seq2SeqTask
+
+
+def pretraining_task_of(config: Any, shapes_only: bool = False) -> PretrainingTask | Seq2SeqTask:
+    """The task a pretraining run of `config` trains: T5's for an encoder-decoder objective,
+    DistilBERT's for a config.teacher, else the encoder objective's. What `bert-jax compile`
+    compiles and runs.pretrain trains (T5's own run builds the same task). `shapes_only`
+    (compiling) reads no shards and no teacher weights."""
+    # Here, not in bert_jax.pretraining: the seq2seq task (arch/seq2seq) sits above that package.
+    if registry.for_objective(config.objective).task_kind == "encoder_decoder":
+        from bert_jax.arch.seq2seq.pretraining_task import seq2seq_pretraining_task
+
+        return seq2seq_pretraining_task(config, with_data=not shapes_only)
+    if config.get("teacher"):  # the student is derived from the teacher's config
+        from bert_jax.pretraining.distillation import distillation_task
+
+        return distillation_task(config, shapes_only=shapes_only)
+    return pretraining_task(config, bert_config_from(config))
 
 
 def build_pretraining_trainer(config: Any, devices: list[Any]) -> Any:
-    if registry.for_objective(config.objective).task_kind == "encoder_decoder":  # T5: shapes only
-        from bert_jax.arch.seq2seq.pretraining_task import seq2seq_pretraining_task
-
-        task = seq2seq_pretraining_task(config, with_data=False)
-        return build_trainer(config, task, make_mesh(config.mesh, devices))
-    if config.get("teacher"):  # DistilBERT: the teacher's config.json is read, not its weights
-        from bert_jax.pretraining.distillation import distillation_task
-
-        task = distillation_task(config, shapes_only=True)
-    else:
-        task = pretraining_task(config, bert_config_from(config))
+    task = pretraining_task_of(config, shapes_only=True)
     return build_trainer(config, task, make_mesh(config.mesh, devices))
 
 

@@ -14,7 +14,7 @@ import jax
 from etils import epath
 from jax.experimental import multihost_utils
 
-from bert_jax.aot.pretraining import check_trainer_fits
+from bert_jax.aot.pretraining import check_trainer_fits, pretraining_task_of
 from bert_jax.arch import registry
 from bert_jax.arch.bert.pretrained import graft_encoder, load_pretrained
 from bert_jax.config import BertConfig
@@ -24,7 +24,6 @@ from bert_jax.input.geometry import (
     check_shard_objective,
     with_shard_geometry,
 )
-from bert_jax.pretraining.task import bert_config_from, pretraining_task
 from bert_jax.tokenization.byte_bpe import file_set_of, is_byte_bpe_file
 from bert_jax.train.loop import TrainResult, maybe_initialize_distributed, train
 from bert_jax.train.settings import train_settings
@@ -57,7 +56,9 @@ def run_pretraining(config: Any, workdir: str, batches: Any = None) -> TrainResu
 def _pretrain(config: Any, workdir: str, batches: Any = None) -> TrainResult:
     check_shard_objective(config)  # shards of another objective: named before any other check
     family = registry.for_objective(config.objective)
-    if family.task_kind == "encoder_decoder":  # T5 and its kin (bert_jax/configs/t5.py)
+    # T5 and its kin (bert_jax/configs/t5.py) have their own run (a seq2seq workdir), which
+    # builds their task; the other tasks are pretraining_task_of's below.
+    if family.task_kind == "encoder_decoder":
         from bert_jax.arch.seq2seq.pretrain_run import run_seq2seq_pretraining
 
         return run_seq2seq_pretraining(config, workdir, batches)
@@ -65,14 +66,8 @@ def _pretrain(config: Any, workdir: str, batches: Any = None) -> TrainResult:
     config = with_shard_geometry(config)  # max_seq_length etc. left unset: the shards'
     check_shard_geometry(config)  # the shards' max_seq_length etc. (their stats.json)
     maybe_initialize_distributed(settings)
-    if config.get("teacher"):  # distillation: the student is derived from the teacher
-        from bert_jax.pretraining.distillation import distillation_task
-
-        task = distillation_task(config)
-        bert_config = task.bert_config
-    else:
-        bert_config = bert_config_from(config)
-        task = pretraining_task(config, bert_config)
+    task = pretraining_task_of(config)
+    bert_config = task.bert_config  # a distillation task's is the student's
     wd = epath.Path(workdir)
     if config.init_checkpoint:
         family.check_init_checkpoint(config.init_checkpoint)
