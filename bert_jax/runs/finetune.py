@@ -119,7 +119,10 @@ def _flax_default_kernel(rng: np.random.Generator, gate: str, shape: tuple[int, 
     return truncated_normal(rng, shape) * np.sqrt(1.0 / shape[0]) / 0.87962566103423978
 
 
-def _fresh_params(task, seed: int, initializer_range: float, random_encoder: bool = False):
+def _fresh_params(
+    task, seed: int, initializer_range: float, random_encoder: bool = False,
+    encoder_scope: str | None = None,
+):  # fmt: skip
     """Initial weights for the task model without compiling its init: the layout comes from
     `jax.eval_shape`; the encoder is overwritten by the checkpoint (zeros here), and the new
     layers (classifier, QA outputs, a pooler the checkpoint lacks) get BERT's init: kernels
@@ -133,7 +136,8 @@ def _fresh_params(task, seed: int, initializer_range: float, random_encoder: boo
         jax.eval_shape(lambda k: task.model.init(k, **task.model_inputs(dummy)), key)
     )["params"]
     rng = np.random.default_rng(seed)
-    encoder_scope = registry.for_model_config(task.bert_config).encoder_scope
+    if encoder_scope is None:  # the run passes its architecture's; a bare task looks it up
+        encoder_scope = registry.for_model_config(task.bert_config).encoder_scope
 
     def init(path, leaf):
         names = [str(getattr(p, "key", p)) for p in path]
@@ -152,11 +156,15 @@ def _fresh_params(task, seed: int, initializer_range: float, random_encoder: boo
     return jax.tree_util.tree_map_with_path(init, shapes)
 
 
-def run_once(cfg, job, pre, workdir: str | epath.Path, distill=None) -> dict[str, float]:
+def run_once(
+    cfg, job, pre, workdir: str | epath.Path, distill=None,
+    family: registry.Architecture | None = None,
+) -> dict[str, float]:  # fmt: skip
     """Train one model (`cfg` from `run_config`) with the shared loop and score the dev split(s);
-    `distill` (`bert_jax.tasks.distill.student_setup.Distillation`) makes it a distilled student."""
+    `distill` (`bert_jax.tasks.distill.student_setup.Distillation`) makes it a distilled student.
+    `family`: the run's architecture, looked up once by `finetune` (None: from `pre`)."""
     workdir = epath.Path(workdir)
-    family = registry.for_model_config(pre.config)
+    family = family or registry.for_model_config(pre.config)
     bert = pre.config.replace(dtype=cfg.dtype)
     if (rate := cfg.get("dropout")) is not None:
         fields = ("hidden_dropout_prob", "attention_probs_dropout_prob")
@@ -188,7 +196,8 @@ def run_once(cfg, job, pre, workdir: str | epath.Path, distill=None) -> dict[str
             task.encoder_scope = family.encoder_scope
         task = distill.wrap(task) if distill else task
         random = bool(cfg.random_init)
-        init = _fresh_params(task, cfg.seed, bert.initializer_range, random_encoder=random)
+        init = _fresh_params(task, cfg.seed, bert.initializer_range, random_encoder=random,
+                             encoder_scope=family.encoder_scope)  # fmt: skip
         init = init if random else graft_encoder(init, pre.params, family.encoder_scope)
         init = distill.add_teacher(init) if distill else init
     result = loop.train(
@@ -266,13 +275,15 @@ def finetune(cfg, workdir: str | epath.Path) -> dict[str, float]:
         grid = [(cfg.learning_rate, cfg.num_train_epochs, cfg.train_batch_size)]
     n = job.num_train_examples
     if len(grid) == 1 and len(seeds) == 1:
-        return run_once(run_config(cfg, n, *grid[0], seeds[0]), job, pre, workdir, distill)
+        return run_once(run_config(cfg, n, *grid[0], seeds[0]), job, pre, workdir, distill,
+                        family)  # fmt: skip
     points = []
     for lr, ep, bs in grid:
         name = f"lr{lr:g}_ep{ep:g}_bs{bs}"
         point_dir = workdir / "runs" / name
         runs = [
-            run_once(run_config(cfg, n, lr, ep, bs, s), job, pre, point_dir / f"seed{s}", distill)
+            run_once(run_config(cfg, n, lr, ep, bs, s), job, pre, point_dir / f"seed{s}", distill,
+                     family)  # fmt: skip
             for s in seeds
         ]
         summary = _summary(runs)
