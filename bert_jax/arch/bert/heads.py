@@ -9,6 +9,8 @@ always. Without `pack_BxL` every head's inputs and outputs are as before."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import flax.linen as nn
 import flax.struct
 import jax
@@ -153,112 +155,90 @@ def _sentence(
     return sentence_vector(cfg, out.sequence_output, input_mask_BxL)
 
 
-def _classify(cfg: BertConfig, x_BxD: jax.Array, num_labels: int, deterministic: bool) -> jax.Array:
-    """Dropout then the `classifier` dense layer, logits in float32 (called inside a compact
-    method, so the layers belong to the calling head)."""
-    x_BxD = nn.Dropout(cfg.hidden_dropout_prob)(x_BxD, deterministic=deterministic)
-    return dense(cfg, num_labels, ("embed", "classes"), "classifier")(x_BxD).astype(jnp.float32)
-
-
-class BertForSequenceClassification(nn.Module):
-    """Dropout + dense on the pooled output; `num_labels=1` is regression (e.g. STS-B). Packed
-    rows give B x S x num_labels, one row of logits per sequence slot."""
+class _EncoderHead(nn.Module):
+    """`bert`, then the head's own layers in the same compact scope, so parameter paths stay
+    `bert/...`, `classifier/...` (the Hugging Face layout). Subclasses state only what differs."""
 
     config: BertConfig
-    num_labels: int
-    max_sequences: int = 1  # packed rows: the sequence slots read per row
+    num_labels: ClassVar[int]  # the classifier's width: a field of the heads that have one
+    # Class constants, not fields, so each head keeps its own constructor. A sentence head reads
+    # the pooled output (transformers gives only those a pooler), a token head every token.
+    sentence_head = False
+    max_sequences = 1  # packed rows: the sequence slots a sentence head reads per row
 
     @nn.compact
     def __call__(
         self,
-        input_ids_BxL,
-        input_mask_BxL=None,
-        segment_ids_BxL=None,
+        input_ids_BxL: jax.Array,
+        input_mask_BxL: jax.Array | None = None,
+        segment_ids_BxL: jax.Array | None = None,
         *,
         deterministic: bool = True,
         pack_BxL: jax.Array | None = None,
-    ) -> jax.Array:
+    ) -> jax.Array | tuple[jax.Array, jax.Array]:
         cfg, slots = self.config, self.max_sequences
-        out = BertModel(cfg, name="bert")(
+        out = BertModel(cfg, add_pooling_layer=self.sentence_head, name="bert")(
             input_ids_BxL, input_mask_BxL, segment_ids_BxL, deterministic=deterministic,
             pack_BxL=pack_BxL, max_sequences=slots,
         )  # fmt: skip
-        x_BxD = _sentence(cfg, out, input_mask_BxL, pack_BxL, slots)
-        return _classify(cfg, x_BxD, self.num_labels, deterministic)
+        if self.sentence_head:
+            return self.head(_sentence(cfg, out, input_mask_BxL, pack_BxL, slots), deterministic)
+        return self.head(out.sequence_output, deterministic)
+
+    @nn.nowrap  # a plain call in `__call__`'s scope, not a Flax method of its own
+    def head(self, x_BxD: jax.Array, deterministic: bool) -> jax.Array:
+        """Dropout then the `classifier` dense layer, logits in float32 (x: B x D, B x S x D or
+        B x L x D)."""
+        x_BxD = nn.Dropout(self.config.hidden_dropout_prob)(x_BxD, deterministic=deterministic)
+        classifier = dense(self.config, self.num_labels, ("embed", "classes"), "classifier")
+        return classifier(x_BxD).astype(jnp.float32)
 
 
-class BertForTokenClassification(nn.Module):
-    config: BertConfig
+class BertForSequenceClassification(_EncoderHead):
+    """Dropout + dense on the pooled output; `num_labels=1` is regression (e.g. STS-B). Packed
+    rows give B x S x num_labels, one row of logits per sequence slot."""
+
+    num_labels: int
+    max_sequences: int = 1  # packed rows: the sequence slots read per row
+    sentence_head = True
+
+
+class BertForTokenClassification(_EncoderHead):
     num_labels: int
 
-    @nn.compact
-    def __call__(
-        self,
-        input_ids_BxL,
-        input_mask_BxL=None,
-        segment_ids_BxL=None,
-        *,
-        deterministic: bool = True,
-        pack_BxL: jax.Array | None = None,
-    ) -> jax.Array:
-        cfg = self.config
-        seq_BxLxD = BertModel(cfg, add_pooling_layer=False, name="bert")(
-            input_ids_BxL, input_mask_BxL, segment_ids_BxL, deterministic=deterministic,
-            pack_BxL=pack_BxL,
-        ).sequence_output  # fmt: skip
-        return _classify(cfg, seq_BxLxD, self.num_labels, deterministic)
 
-
-class BertForQuestionAnswering(nn.Module):
+class BertForQuestionAnswering(_EncoderHead):
     """Start and end logits over the tokens (the reference's cls/squad layer, HF's qa_outputs)."""
 
-    config: BertConfig
-
-    @nn.compact
-    def __call__(
-        self,
-        input_ids_BxL,
-        input_mask_BxL=None,
-        segment_ids_BxL=None,
-        *,
-        deterministic: bool = True,
-        pack_BxL: jax.Array | None = None,
-    ) -> tuple[jax.Array, jax.Array]:
-        cfg = self.config
-        seq_BxLxD = BertModel(cfg, add_pooling_layer=False, name="bert")(
-            input_ids_BxL, input_mask_BxL, segment_ids_BxL, deterministic=deterministic,
-            pack_BxL=pack_BxL,
-        ).sequence_output  # fmt: skip
-        logits_BxLx2 = dense(cfg, 2, ("embed", "classes"), "qa_outputs")(seq_BxLxD)
+    @nn.nowrap
+    def head(self, x_BxLxD: jax.Array, deterministic: bool) -> tuple[jax.Array, jax.Array]:
+        logits_BxLx2 = dense(self.config, 2, ("embed", "classes"), "qa_outputs")(x_BxLxD)
         logits_BxLx2 = logits_BxLx2.astype(jnp.float32)
         return logits_BxLx2[..., 0], logits_BxLx2[..., 1]
 
 
-class BertForMultipleChoice(nn.Module):
+class BertForMultipleChoice(_EncoderHead):
     """Inputs B x C x L (one sequence per choice); a score per choice from the pooled output."""
 
-    config: BertConfig
+    num_labels = 1
+    sentence_head = True
 
-    @nn.compact
+    # Not compact: it only reshapes around the shared compact `__call__` (which owns the scope).
     def __call__(
         self,
-        input_ids_BxCxL,
-        input_mask_BxCxL=None,
-        segment_ids_BxCxL=None,
+        input_ids_BxCxL: jax.Array,
+        input_mask_BxCxL: jax.Array | None = None,
+        segment_ids_BxCxL: jax.Array | None = None,
         *,
         deterministic: bool = True,
     ) -> jax.Array:
-        cfg = self.config
         b, c, seq_len = input_ids_BxCxL.shape
 
-        def flat(x):
-            return None if x is None else x.reshape(b * c, seq_len)
+        def flat(x_BxCxL: jax.Array | None) -> jax.Array | None:  # each choice a row of its own
+            return None if x_BxCxL is None else x_BxCxL.reshape(b * c, seq_len)
 
-        out = BertModel(cfg, name="bert")(
-            flat(input_ids_BxCxL),
-            flat(input_mask_BxCxL),
-            flat(segment_ids_BxCxL),
+        scores_Nx1 = super().__call__(
+            flat(input_ids_BxCxL), flat(input_mask_BxCxL), flat(segment_ids_BxCxL),
             deterministic=deterministic,
-        )
-        pooled_NxD = _sentence(cfg, out, flat(input_mask_BxCxL))
-        return _classify(cfg, pooled_NxD, 1, deterministic).reshape(b, c)
+        )  # fmt: skip
+        return scores_Nx1.reshape(b, c)
