@@ -65,6 +65,9 @@ class Architecture:
     # Fine-tuning rows reach the model padded on this side (XLNet's releases pad on the left).
     padding_side: ClassVar[str] = "right"
     extracts_features: ClassVar[bool] = False  # extract-features
+    # The module that reads its features and attention maps (`extract`, `attention_map`,
+    # `UNREAD`: bert_jax.runs.features imports it by this name when asked); "": none.
+    features_reader: ClassVar[str] = ""
     # attention-map's kinds (`--attention`): "encoder" (self-attention over the text), "cross"
     # and "decoder" (an encoder-decoder's decoder over a target text); () = it draws none.
     attention_maps: ClassVar[tuple[str, ...]] = ()

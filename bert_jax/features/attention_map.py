@@ -94,3 +94,19 @@ def plot_attention(
             fig.savefig(f, format="png", dpi=120)
     finally:
         plt.close(fig)
+
+
+def check_layer_head(layer: int, head: int, n_layers: int, n_heads: int, stack: str) -> int:
+    """The 0-based layer; `--layer` and `--head` are checked against the stack's sizes."""
+    if not -n_layers <= layer < n_layers:
+        raise BertJaxError(f"--layer={layer}: {stack} has {n_layers} layers")
+    if not -1 <= head < n_heads:
+        raise BertJaxError(f"--head={head}: {stack} has {n_heads} heads (or -1 = mean)")
+    return layer % n_layers
+
+
+def pick_head(probs_HxQxK: np.ndarray, head: int) -> tuple[np.ndarray, str]:
+    """One head's map, or (head -1) the mean of the layer's heads; and its label."""
+    if head == -1:
+        return probs_HxQxK.mean(0), "mean of heads"
+    return probs_HxQxK[head], f"head {head}"

@@ -31,6 +31,7 @@ class BertFamily(Architecture):
     workdir_entries: ClassVar[tuple[str, ...]] = ("bert",)
     variant_architecture: ClassVar[str] = "bert"
     extracts_features: ClassVar[bool] = True
+    features_reader: ClassVar[str] = "bert_jax.arch.bert.features"
     attention_maps: ClassVar[tuple[str, ...]] = ("encoder",)
     distills_students: ClassVar[bool] = True
     distills_teachers: ClassVar[bool] = True

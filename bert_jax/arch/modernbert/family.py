@@ -49,6 +49,7 @@ class ModernBertFamily(Architecture):
     variant_architecture: ClassVar[str] = "bert"
     encoder_scope: ClassVar[str] = modernbert_heads.ENCODER_SCOPE
     extracts_features: ClassVar[bool] = True
+    features_reader: ClassVar[str] = "bert_jax.arch.modernbert.features"
     attention_maps: ClassVar[tuple[str, ...]] = ("encoder",)  # global and sliding-window layers
     distills_students: ClassVar[bool] = True
     distills_teachers: ClassVar[bool] = True

@@ -23,7 +23,12 @@ from bert_jax.arch.modernbert import hf as modernbert_hf
 from bert_jax.arch.modernbert.heads import ENCODER_SCOPE
 from bert_jax.arch.modernbert.model import rotary, rotate
 from bert_jax.errors import BertJaxError
-from bert_jax.features.attention_map import layout_tokens
+from bert_jax.features.attention_map import (
+    AttentionMap,
+    check_layer_head,
+    layout_tokens,
+    pick_head,
+)
 from bert_jax.features.extract import (
     check_layer_indexes,
     featurize,
@@ -127,3 +132,21 @@ def modernbert_attention(
         return jnp.stack(probs)
 
     return tokens, np.asarray(run(params, ids_1xL), np.float32)
+
+
+# ---- the reader `bert_jax.runs.features` calls (this family's `features_reader`) ------------
+UNREAD = ("bert_config_file", "vocab_file")  # the directory holds its own
+
+
+def extract(run, lower, dtype, bert_config_file, vocab_file) -> int:
+    return extract_modernbert_to_file(*run, lower, dtype)
+
+
+def attention_map(path, text, text_b, layer, head, lower, bert_config_file, vocab_file,
+                  kind) -> AttentionMap:  # fmt: skip
+    config, params, tokenizer = load_modernbert(path, lower)
+    n, h = config.num_hidden_layers, config.num_attention_heads
+    layer = check_layer_head(layer, head, n, h, "the model")
+    tokens, probs_NxHxLxL = modernbert_attention(config, params, tokenizer, text, text_b)
+    probs, label = pick_head(probs_NxHxLxL[layer], head)
+    return AttentionMap(tokens, tokens, probs, layer, f"{label}, {layer_kind(config, layer)}")

@@ -27,6 +27,7 @@ class Seq2SeqFamily(Architecture):
     task_kind: ClassVar[str] = "encoder_decoder"
     generates: ClassVar[str] = "seq2seq"
     extracts_features: ClassVar[bool] = True  # the encoder's hidden states
+    features_reader: ClassVar[str] = "bert_jax.arch.seq2seq.features"
     attention_maps: ClassVar[tuple[str, ...]] = ("encoder", "cross", "decoder")
     converts_own_files: ClassVar[bool] = True
     refusals: ClassVar[dict[str, str]] = {

@@ -24,6 +24,7 @@ import numpy as np
 from bert_jax.arch.seq2seq import EncoderDecoder, Seq2SeqConfig
 from bert_jax.arch.seq2seq.load import load_seq2seq
 from bert_jax.errors import BertJaxError
+from bert_jax.features.attention_map import AttentionMap, check_layer_head, pick_head
 from bert_jax.features.extract import (
     Features,
     check_layer_indexes,
@@ -155,3 +156,23 @@ def t5_attention(
 
     probs = np.asarray(run(params, *args), np.float32)
     return pieces(vocab, queries), pieces(vocab, keys), probs
+
+
+# ---- the reader `bert_jax.runs.features` calls (this family's `features_reader`) ------------
+UNREAD = ("bert_config_file", "do_lower_case")  # T5's sentencepiece keeps case
+
+
+def extract(run, lower, dtype, bert_config_file, vocab_file) -> int:
+    return extract_t5_to_file(*run, vocab_file, dtype)
+
+
+def attention_map(path, text, text_b, layer, head, lower, bert_config_file, vocab_file,
+                  kind) -> AttentionMap:  # fmt: skip
+    check_attention_flags(kind, text_b)  # before the model is read
+    config, params, vocab = load_t5(path, vocab_file)
+    stack = "the encoder" if kind == "encoder" else "the decoder"
+    n = config.num_layers if kind == "encoder" else config.num_decoder_layers
+    layer = check_layer_head(layer, head, n, config.num_heads, stack)
+    queries, keys, probs_NxHxQxK = t5_attention(config, params, vocab, text, text_b, kind)
+    probs, label = pick_head(probs_NxHxQxK[layer], head)
+    return AttentionMap(queries, keys, probs, layer, f"{label}, {kind} attention")

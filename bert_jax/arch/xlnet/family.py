@@ -55,6 +55,7 @@ class XLNetFamily(Architecture):
     padding_side: ClassVar[str] = "left"
     encoder_scope: ClassVar[str] = "transformer"
     extracts_features: ClassVar[bool] = True  # the content stream
+    features_reader: ClassVar[str] = "bert_jax.arch.xlnet.features"
     converts_own_files: ClassVar[bool] = True
     refusals: ClassVar[dict[str, str]] = {
         "generate": f"XLNet's permutation LM is not decoded here; {GENERATES}",

@@ -17,6 +17,7 @@ from bert_jax.arch.xlnet import XLNet
 from bert_jax.arch.xlnet.checkpoints import read_xlnet_dir
 from bert_jax.atomic_write import open_atomic
 from bert_jax.errors import BertJaxError
+from bert_jax.features.attention_map import AttentionMap, check_layer_head, pick_head
 from bert_jax.features.extract import (
     Features,
     _truncate_pair,
@@ -136,3 +137,20 @@ def xlnet_attention(
         return jnp.stack([probabilities(seen, path, call=0)[0] for path in paths])
 
     return tokens, np.asarray(run(params, ids_1xL, np.asarray([segments], np.int32)), np.float32)
+
+
+# ---- the reader `bert_jax.runs.features` calls (this family's `features_reader`) ------------
+UNREAD = ("bert_config_file", "vocab_file")  # the directory holds its own
+
+
+def extract(run, lower, dtype, bert_config_file, vocab_file) -> int:
+    return extract_xlnet_to_file(*run, lower, dtype)
+
+
+def attention_map(path, text, text_b, layer, head, lower, bert_config_file, vocab_file,
+                  kind) -> AttentionMap:  # fmt: skip
+    cfg, params, tokenizer = load_xlnet(path, lower)
+    layer = check_layer_head(layer, head, cfg.n_layer, cfg.n_head, "the model")
+    tokens, probs_NxHxLxL = xlnet_attention(cfg, params, tokenizer, text, text_b)
+    probs, label = pick_head(probs_NxHxLxL[layer], head)
+    return AttentionMap(tokens, tokens, probs, layer, f"{label}, content stream")
