@@ -14,6 +14,7 @@ import pytest
 from flax.core import meta
 
 from bert_jax import objectives
+from bert_jax.arch.bert import flops as flops_lib
 from bert_jax.arch.electra.model import generator_config
 from bert_jax.config import BertConfig, preset
 from bert_jax.corpus import snapshot
@@ -21,7 +22,6 @@ from bert_jax.data.pipeline import create_pretraining_data
 from bert_jax.errors import BertJaxError
 from bert_jax.objectives.masking import MaskingSpec, mask_batch
 from bert_jax.pretraining.task import PretrainingTask, bert_config_from, synthetic_batch
-from bert_jax.train import flops as flops_lib
 from bert_jax.train.config import pretrain_config
 
 SEQ, PRED = 64, 10

@@ -43,7 +43,7 @@ LAYER_OF: dict[str, float] = {unit: i for i, units in enumerate(LAYERS) for unit
 # other's files of the same or a lower role (ELECTRA's model is built on BERT's).
 ARCH_ROLES = {
     "model": ("__init__", "config", "model", "heads", "layers", "rnn", "scan", "pretraining",
-              "variants", "bilstm"),
+              "variants", "bilstm", "flops"),
     "interop": ("names", "hf_configs", "hf", "tf_ckpt", "tf_variants", "task_heads", "pretrained",
                 "checkpoints", "t5_checkpoints", "load", "decoding", "generate_text", "assemble",
                 "causal_lm"),

@@ -15,6 +15,7 @@ import torch
 import transformers
 from flax.core import meta
 
+from bert_jax.arch.bert.flops import encoder_flops_per_token, pretraining_flops_per_step
 from bert_jax.arch.bert.heads import (
     BertForPreTraining,
     BertForReplacedTokenDetection,
@@ -27,7 +28,6 @@ from bert_jax.errors import BertJaxError
 from bert_jax.model.scan import stack_layers, unstack_layers
 from bert_jax.pretraining.task import PretrainingTask, synthetic_batch
 from bert_jax.train import build_trainer, make_mesh
-from bert_jax.train.flops import encoder_flops_per_token, pretraining_flops_per_step
 
 TINY = dict(vocab_size=120, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
             intermediate_size=48, max_position_embeddings=20)  # fmt: skip

@@ -145,12 +145,13 @@ SCALES = {
 def mlm_steps_at_electra_flops(scale: Scale, electra_steps: int) -> int:
     """Masked-LM (no NSP) steps whose training FLOPs equal `electra_steps` ELECTRA steps of the
     same discriminator size, the generator counted (ELECTRA Table 1 gives BERT more steps)."""
+    from bert_jax.arch.bert.flops import pretraining_flops_per_step
+    from bert_jax.arch.electra.flops import electra_flops_per_step
     from bert_jax.arch.electra.model import DEFAULT_GENERATOR_SIZE
     from bert_jax.config import preset
-    from bert_jax.train import flops
 
     config = preset(scale.model, vocab_size=scale.vocab_size)
     args = (scale.batch, scale.seq, scale.predictions)
-    electra = flops.electra_flops_per_step(config, DEFAULT_GENERATOR_SIZE, *args)
-    mlm = flops.pretraining_flops_per_step(config, *args, use_nsp=False)
+    electra = electra_flops_per_step(config, DEFAULT_GENERATOR_SIZE, *args)
+    mlm = pretraining_flops_per_step(config, *args, use_nsp=False)
     return max(1, round(electra_steps * electra / mlm))

@@ -151,7 +151,7 @@ class DistillationTask(PretrainingTask):
         return total, metrics
 
     def flops_per_step(self, global_batch_size: int) -> float:
-        from bert_jax.train import flops
+        from bert_jax.arch.bert import flops
 
         student = super().flops_per_step(global_batch_size)
         # The teacher runs forward only: a third of its forward + backward count.

@@ -100,9 +100,9 @@ class Ours:
         import optax
         from flax.core import meta
 
+        from bert_jax.arch.bert.flops import pretraining_flops_per_step
         from bert_jax.arch.bert.heads import BertForPreTraining
         from bert_jax.arch.bert.hf_configs import config_from_hf
-        from bert_jax.train.flops import pretraining_flops_per_step
 
         self.config = config_from_hf(torch_config.to_dict(), "bench")
         model = BertForPreTraining(self.config, use_nsp=False)

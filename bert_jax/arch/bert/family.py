@@ -10,6 +10,7 @@ import dataclasses
 from typing import Any, ClassVar
 
 from bert_jax.arch.base import Architecture
+from bert_jax.arch.bert import flops
 from bert_jax.arch.bert.bilstm import BertWithBiLSTM
 from bert_jax.arch.bert.heads import (
     BertForMultipleChoice,
@@ -22,7 +23,6 @@ from bert_jax.arch.bert.hf import export_hf
 from bert_jax.arch.bert.pretrained import load_pretrained
 from bert_jax.errors import BertJaxError
 from bert_jax.tokenization.directory import LOOKED_FOR, check_vocab_fits, open_tokenizer
-from bert_jax.train import flops
 
 
 class BertFamily(Architecture):

@@ -10,8 +10,8 @@ import jax
 
 from bert_jax.arch.bert.family import BertFamily
 from bert_jax.arch.bert.hf import export_hf
+from bert_jax.arch.electra import flops
 from bert_jax.arch.electra.model import ElectraForPreTraining, generator_config, generator_params
-from bert_jax.train import flops
 
 
 class ElectraFamily(BertFamily):

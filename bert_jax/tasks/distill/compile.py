@@ -25,12 +25,13 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from bert_jax.aot.fit import CompileReport, compile_step
 from bert_jax.aot.pretraining import compile_trainer
 from bert_jax.aot.topology import TpuSlice
+from bert_jax.arch import registry
 from bert_jax.config import preset
 from bert_jax.tasks.distill.student import DistillTask
 from bert_jax.tasks.distill.teacher import Teacher
 from bert_jax.tasks.glue import get_spec
 from bert_jax.tasks.jobs import JOBS
-from bert_jax.train import build_trainer, flops, make_mesh
+from bert_jax.train import build_trainer, make_mesh
 
 
 def _num_outputs(config: Any) -> int:
@@ -63,7 +64,8 @@ def compile_labelling(config: Any, tpu: TpuSlice) -> tuple[CompileReport, int]:
     rows = NamedSharding(mesh, PartitionSpec("data"))
     batch_specs = {k: jax.ShapeDtypeStruct((batch, config.max_seq_length), jnp.int32,
                                            sharding=rows) for k in dummy}  # fmt: skip
-    per_token = flops.encoder_flops_per_token(teacher.config, config.max_seq_length)
+    arch = registry.for_model_config(teacher.config)  # a ModernBERT teacher counts its own
+    per_token = arch.encoder_flops_per_token(teacher.config, config.max_seq_length)
     forward = batch * config.max_seq_length * per_token / 3  # forward only
     # The weights are replicated on purpose (each chip labels its own rows): not listed.
     report = compile_step(jax.jit(task.predict), (params, batch_specs), tpu.hbm_per_device,
