@@ -421,7 +421,7 @@ def test_families_table_cells_read_the_capabilities():
         "yes: --attention=encoder \\| cross \\| decoder"
     )
     rows = table.render().splitlines()
-    assert len(rows) == 2 + len(table.FAMILIES) and all(r.count(" | ") == 9 for r in rows[2:])
+    assert len(rows) == 2 + len(table.ARCHITECTURES) and all(r.count(" | ") == 9 for r in rows[2:])
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,7 @@ from bert_jax.arch.bert.heads import (
     BertForSequenceClassification,
 )
 from bert_jax.arch.bert.model import BertModel
-from bert_jax.arch.bert.variants import FAMILIES, family_config
+from bert_jax.arch.bert.variants import VARIANTS, variant_config
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
 from bert_jax.model.scan import stack_layers, unstack_layers
@@ -50,21 +50,21 @@ def count(tree) -> int:
 
 
 def test_presets_set_the_families_switches():
-    assert set(FAMILIES) == {"bert", "roberta", "albert", "electra", "distilbert"}
-    assert family_config("bert") == BertConfig()
-    albert = family_config("albert", hidden_size=1024, num_attention_heads=16)
+    assert set(VARIANTS) == {"bert", "roberta", "albert", "electra", "distilbert"}
+    assert variant_config("bert") == BertConfig()
+    albert = variant_config("albert", hidden_size=1024, num_attention_heads=16)
     assert (albert.family, albert.embedding_size, albert.share_layers) == ("albert", 128, "all")
     assert albert.hidden_size == 1024 and albert.hidden_dropout_prob == 0.0
-    roberta = family_config("roberta")
+    roberta = variant_config("roberta")
     assert (roberta.position_offset, roberta.type_vocab_size, roberta.max_sequence_length) == (
         2, 1, 512)  # fmt: skip
-    distil = family_config("distilbert")
+    distil = variant_config("distilbert")
     assert (distil.type_vocab_size, distil.pooler, distil.num_hidden_layers) == (0, False, 6)
-    assert FAMILIES["electra"].heads == ("rtd",) and FAMILIES["albert"].heads == ("mlm", "sop")
+    assert VARIANTS["electra"].heads == ("rtd",) and VARIANTS["albert"].heads == ("mlm", "sop")
     with pytest.raises(BertJaxError, match="unknown model family 'xlnet'"):
-        family_config("xlnet")
+        variant_config("xlnet")
     with pytest.raises(BertJaxError, match="share_layers 'some'"):
-        family_config("albert", share_layers="some")
+        variant_config("albert", share_layers="some")
 
 
 @pytest.mark.parametrize(
@@ -88,7 +88,7 @@ def test_parameter_counts_match_transformers(
     family, overrides, hf_class, hf_config, paper_millions
 ):
     """The bare encoders, and ELECTRA-Small as the paper counts it: the discriminator."""
-    config = family_config(family, **overrides)
+    config = variant_config(family, **overrides)
     ours_cls = BertForReplacedTokenDetection if family == "electra" else BertModel
     ours = count(jax.eval_shape(ours_cls(config).init, jax.random.key(0), IDS[:, :4])["params"])
     model_cls = getattr(transformers, hf_class)
@@ -233,7 +233,7 @@ def test_sharded_train_step_matches_one_device():
     """Factorised embeddings + shared attention, scanned with remat, on a 2x2x2 mesh with the
     default logical rules: same losses as one device; shared weights sharded like per-layer ones,
     the factorised width replicated."""
-    bert = family_config("albert", **TINY, embedding_size=16, share_layers="attention",
+    bert = variant_config("albert", **TINY, embedding_size=16, share_layers="attention",
                          scan_layers=True, remat_policy="dots")  # fmt: skip
     task = PretrainingTask(bert, 8, 12, 3)
     config = ml_collections.ConfigDict(dict(

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from bert_jax.arch.bert.heads import BertForSequenceClassification
-from bert_jax.arch.bert.variants import family_config
+from bert_jax.arch.bert.variants import variant_config
 from bert_jax.errors import BertJaxError
 from bert_jax.input.packing import (
     assign_rows,
@@ -87,7 +87,7 @@ def test_packed_pretraining_outputs_equal_transformers_per_example(tiny_hf_dir):
     ],
 )
 def test_packed_logits_equal_padded(family, switches):
-    cfg = family_config(family, **TINY, **switches)
+    cfg = variant_config(family, **TINY, **switches)
     data = examples(7, cfg.vocab_size, seed=1, two_segments=cfg.type_vocab_size > 1)
     packed, packing = pack_arrays(data, max_sequences=4)
     model = BertForSequenceClassification(cfg, 3, max_sequences=4)
@@ -108,7 +108,7 @@ def test_packed_logits_equal_padded(family, switches):
 
 # ---- the fine-tuning loss ---------------------------------------------------------------------
 def test_packed_loss_and_gradient_equal_padded():
-    cfg = family_config("bert", **{**TINY, "num_hidden_layers": 1})  # a cheaper backward pass
+    cfg = variant_config("bert", **{**TINY, "num_hidden_layers": 1})  # a cheaper backward pass
     data = examples(8, cfg.vocab_size, seed=2)
     packed, packing = pack_arrays(data, max_sequences=4)
     padded = ClassificationTask(cfg, 8, SEQ_LEN, 3)

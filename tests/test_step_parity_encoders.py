@@ -28,7 +28,7 @@ from step_parity import (
     step_parity,
 )
 
-from bert_jax.arch.bert.variants import get_family
+from bert_jax.arch.bert.variants import get_variant
 from bert_jax.config import preset
 from bert_jax.objectives.losses import DENOMINATORS
 from bert_jax.objectives.masking import MaskingSpec, mask_batch
@@ -39,7 +39,7 @@ VOCAB = 300
 
 
 def _config(family: str, causal: bool = False):
-    switches = {k: v for k, v in get_family(family).switches.items()
+    switches = {k: v for k, v in get_variant(family).switches.items()
                 if k not in ("vocab_size", "max_position_embeddings")}  # fmt: skip
     if family == "albert":
         switches["embedding_size"] = 16

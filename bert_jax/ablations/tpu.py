@@ -87,7 +87,7 @@ def fit_check(run: tables.Pretrain, overrides: dict, topology: str) -> dict:
     heads = sorted("pair" if h in ("nsp", "sop") else h for h in spec.heads)
     constants = {"train_steps", "learning_rate", "warmup_steps", "objective"}
     program = {k: v for k, v in step.items() if k not in constants}
-    memo = json.dumps([run.model, topology, program, heads, spec.causal, spec.family],
+    memo = json.dumps([run.model, topology, program, heads, spec.causal, spec.architecture],
                       sort_keys=True)  # fmt: skip
     if memo in _FITS:
         return _FITS[memo]

@@ -28,8 +28,7 @@ from etils import epath
 from bert_jax import objectives
 from bert_jax.arch.base import Architecture
 from bert_jax.arch.bert.family import BertFamily
-from bert_jax.arch.bert.variants import FAMILIES as VARIANTS
-from bert_jax.arch.bert.variants import get_family as get_variant
+from bert_jax.arch.bert.variants import VARIANTS, get_variant
 from bert_jax.arch.electra.family import ElectraFamily
 from bert_jax.arch.modernbert.family import ModernBertFamily
 from bert_jax.arch.seq2seq.family import Seq2SeqFamily
@@ -39,7 +38,7 @@ from bert_jax.errors import BertJaxError
 _BUILT: tuple[Architecture, ...] = (
     BertFamily(), ElectraFamily(), XLNetFamily(), Seq2SeqFamily(), ModernBertFamily()
 )
-FAMILIES: dict[str, Architecture] = {f.name: f for f in _BUILT}
+ARCHITECTURES: dict[str, Architecture] = {f.name: f for f in _BUILT}
 _BY_HF_TYPE = {t: f for f in _BUILT for t in f.hf_model_types}
 # Model config classes other than BertConfig (every BERT variant's, ELECTRA's included).
 _BY_CONFIG_TYPE = {t: f for f in _BUILT for t in f.config_types}
@@ -48,39 +47,39 @@ _BY_CONFIG_TYPE = {t: f for f in _BUILT for t in f.config_types}
 def register(arch: Architecture) -> None:
     """What a line in `_BUILT` does, at run time: for an architecture that lives outside the
     package (tests/toy_arch/ is one). `unregister` takes it out again."""
-    if arch.name in FAMILIES:
+    if arch.name in ARCHITECTURES:
         raise BertJaxError(f"architecture {arch.name!r} is already registered")
-    FAMILIES[arch.name] = arch
+    ARCHITECTURES[arch.name] = arch
     _BY_HF_TYPE.update({t: arch for t in arch.hf_model_types})
     _BY_CONFIG_TYPE.update({t: arch for t in arch.config_types})
 
 
 def unregister(name: str) -> None:
-    arch = FAMILIES.pop(name)
+    arch = ARCHITECTURES.pop(name)
     for table in (_BY_HF_TYPE, _BY_CONFIG_TYPE):
         for key in [k for k, v in table.items() if v is arch]:
             del table[key]
 
 
 def names() -> list[str]:
-    return list(FAMILIES)
+    return list(ARCHITECTURES)
 
 
 def get(name: str) -> Architecture:
-    if name not in FAMILIES:
-        raise BertJaxError(f"unknown architecture {name!r}; known: {', '.join(FAMILIES)}")
-    return FAMILIES[name]
+    if name not in ARCHITECTURES:
+        raise BertJaxError(f"unknown architecture {name!r}; known: {', '.join(ARCHITECTURES)}")
+    return ARCHITECTURES[name]
 
 
 def for_objective(objective: str) -> Architecture:
     """The family an objective (registry or create-pretraining-data name) trains."""
-    return get(objectives.get(objective).family)
+    return get(objectives.get(objective).architecture)
 
 
 def for_model_config(config: Any) -> Architecture:
     """The family whose models take `config` (a BertConfig of any preset is the BERT family's
     for fine-tuning: ELECTRA's discriminator fine-tunes as a BERT encoder)."""
-    return _BY_CONFIG_TYPE.get(type(config), FAMILIES["bert"])
+    return _BY_CONFIG_TYPE.get(type(config), ARCHITECTURES["bert"])
 
 
 def for_checkpoint(path: str | os.PathLike) -> Architecture | None:
@@ -102,7 +101,7 @@ def for_checkpoint(path: str | os.PathLike) -> Architecture | None:
     if model_type in _BY_HF_TYPE:
         return _BY_HF_TYPE[model_type]
     # A workdir: the entry its run wrote ("xlnet" for a run fine-tuned from an XLNet directory).
-    return next((f for f in FAMILIES.values() for e in f.workdir_entries if e in raw), None)
+    return next((f for f in ARCHITECTURES.values() for e in f.workdir_entries if e in raw), None)
 
 
 def check_preset(preset: str, objective: str) -> None:
@@ -119,6 +118,6 @@ def check_preset(preset: str, objective: str) -> None:
 
 
 __all__ = [
-    "FAMILIES", "Architecture", "check_preset", "for_checkpoint", "for_model_config",
+    "ARCHITECTURES", "Architecture", "check_preset", "for_checkpoint", "for_model_config",
     "for_objective", "get", "names", "register", "unregister",
 ]  # fmt: skip

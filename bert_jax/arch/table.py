@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 
 from bert_jax import objectives
-from bert_jax.arch.registry import FAMILIES, Architecture
+from bert_jax.arch.registry import ARCHITECTURES, Architecture
 from bert_jax.errors import BertJaxError
 
 BEGIN = "<!-- families-table:begin (python -m bert_jax.arch.table --write README.md) -->"
@@ -25,7 +25,7 @@ END = "<!-- families-table:end -->"
 
 def _objectives(family: Architecture) -> list[str]:
     every = [*objectives.names(), *objectives.seq2seq_names()]
-    return [name for name in every if objectives.get(name).family == family.name]
+    return [name for name in every if objectives.get(name).architecture == family.name]
 
 
 def _pretrain(family: Architecture) -> tuple[bool, str]:
@@ -84,7 +84,7 @@ def render() -> str:
     """The markdown table, one row per registered family."""
     head = ["family", *(name for name, _ in COMMANDS)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for family in FAMILIES.values():
+    for family in ARCHITECTURES.values():
         row = [f"`{family.name}` ({family.title})", *(cell(family, c) for c, _ in COMMANDS)]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)

@@ -72,7 +72,7 @@ class Objective:
     data_flag: str = ""  # the create-pretraining-data --objective value (reference names)
     # The architecture it trains (a `bert_jax.arch.registry` name): the objective names it, nothing
     # guesses it from the heads.
-    family: str = "bert"
+    architecture: str = "bert"
     causal: bool = False  # the encoder attends left to right (BertConfig.causal)
     # A re-layout the input pipeline runs on each decoded batch, for objectives whose model reads
     # another layout than the shards' (XLNet: `permutation_lm.XLNetLayout`); it declares its
@@ -177,7 +177,7 @@ class Seq2SeqObjective:
     make_example: Callable[[np.ndarray, np.random.Generator, int], tuple[np.ndarray, np.ndarray]]
     uses_sentinels: bool  # targets hold sentinel ids (top of the vocabulary)
     data_flag: str = ""
-    family: str = "seq2seq"  # the encoder-decoders (`bert_jax.arch.seq2seq.family`)
+    architecture: str = "seq2seq"  # the encoder-decoders (`bert_jax.arch.seq2seq.family`)
 
     def shard_schema(self, inputs_length: int, targets_length: int) -> Schema:
         return (

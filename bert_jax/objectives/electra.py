@@ -20,7 +20,7 @@ def loss(outputs, batch):
 
 OBJECTIVE = Objective(
     name="electra",
-    family="electra",
+    architecture="electra",
     description="replaced-token detection with a masked-LM generator (ELECTRA)",
     pairing="packed",
     masking=TokenMasking(mask_prob=0.85, random_prob=0.0),

@@ -21,7 +21,7 @@ def loss(outputs, batch):
 
 OBJECTIVE = Objective(
     name="modernbert",
-    family="modernbert",
+    architecture="modernbert",
     description="masked LM at 30% on packed full sentences, no NSP (ModernBERT)",
     pairing="packed",
     masking=TokenMasking(masked_lm_prob=MASKED_LM_PROB),

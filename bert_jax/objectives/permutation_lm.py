@@ -153,7 +153,7 @@ def loss(outputs, batch):
 
 OBJECTIVE = Objective(
     name="permutation_lm",
-    family="xlnet",
+    architecture="xlnet",
     description="permutation LM, two-stream attention, span targets, last 1/K (XLNet)",
     pairing="sentence_pairs",
     masking=None,

@@ -37,7 +37,7 @@ from etils import epath
 from bert_jax.arch.bert.heads import BertForPreTraining, MaskedLMHead
 from bert_jax.arch.bert.model import BertModel
 from bert_jax.arch.bert.pretrained import load_pretrained
-from bert_jax.arch.bert.variants import get_family
+from bert_jax.arch.bert.variants import get_variant
 from bert_jax.atomic_write import read_json
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
@@ -58,7 +58,7 @@ def student_config(teacher: BertConfig, num_layers: int | None = None) -> BertCo
     if teacher.share_layers != "none":
         raise BertJaxError("distillation: a teacher with shared layers (ALBERT) has none to pick")
     cfg = teacher.replace(num_hidden_layers=layers)
-    student = get_family(teacher.family).distils_to
+    student = get_variant(teacher.family).distils_to
     if student and not teacher.causal:  # DistilBERT's student: no token types, no pooler
         cfg = cfg.replace(family=student, type_vocab_size=0, pooler=False)
     return cfg

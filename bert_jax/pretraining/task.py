@@ -20,7 +20,7 @@ import numpy as np
 
 from bert_jax import objectives
 from bert_jax.arch import registry
-from bert_jax.arch.bert.variants import get_family
+from bert_jax.arch.bert.variants import get_variant
 from bert_jax.arch.electra.model import DEFAULT_GENERATOR_SIZE
 from bert_jax.config import BertConfig, preset
 from bert_jax.errors import BertJaxError
@@ -62,7 +62,7 @@ class PretrainingTask:
             )
         # The objective names its family; the family builds the model (ELECTRA's generator and
         # discriminator as one module, XLNet's two-stream LM, BERT's heads).
-        self.family = registry.get(self.spec.family)
+        self.family = registry.get(self.spec.architecture)
         self.model = self.family.pretraining_model(self.bert_config, self.spec, self.generator_size)
         if self.pack_sequences > 1 and self.uses_sentence_head:  # one NSP/SOP label per slot
             self.model = self.model.clone(max_sequences=self.pack_sequences)
@@ -213,7 +213,7 @@ def _files(value: Any) -> list[str]:
     return list(value)
 
 
-# Family switches that are sizes: the `model` preset and the vocab decide them, not the family.
+# Variant switches that are sizes: the `model` preset and the vocab decide them, not the family.
 _SIZE_FIELDS = ("vocab_size", "max_position_embeddings", "num_hidden_layers")
 
 
@@ -254,7 +254,7 @@ def bert_config_from(config: Any) -> BertConfig:
         # Ids are line numbers: a repeated token keeps its last id, so the table needs the highest
         # id + 1 rows, not len(vocab) (which would leave the last ids outside it).
         vocab_size = max(load_vocab(config.vocab_file).values()) + 1
-    family = get_family(str(config.family))
+    family = get_variant(str(config.family))
     registry.check_preset(family.name, config.objective)
     switches = {k: v for k, v in family.switches.items() if k not in _SIZE_FIELDS}
     if config.get("embedding_size") is not None:

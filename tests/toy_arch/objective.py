@@ -18,5 +18,5 @@ OBJECTIVE = Objective(
     masking=TokenMasking(),
     heads=("mlm",),
     loss=loss,
-    family="toy",
+    architecture="toy",
 )

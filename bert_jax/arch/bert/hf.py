@@ -21,7 +21,7 @@ from bert_jax.arch.bert.names import (
     weights,
 )
 from bert_jax.arch.bert.task_heads import TaskHead
-from bert_jax.arch.bert.variants import get_family
+from bert_jax.arch.bert.variants import get_variant
 from bert_jax.atomic_write import (
     is_local,
     read_json_object,
@@ -152,7 +152,7 @@ def write_tokenizer_files(
         return
     cls = {"wordpiece": "BertTokenizer", "byte_bpe": "RobertaTokenizer"}.get(kind)
     tok = {
-        "tokenizer_class": cls or get_family(config.family).tokenizer_class,
+        "tokenizer_class": cls or get_variant(config.family).tokenizer_class,
         "model_max_length": config.max_sequence_length,
     }
     if do_lower_case is not None and kind != "byte_bpe":

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bert_jax.arch.bert.variants import FAMILIES, Family, get_family
+from bert_jax.arch.bert.variants import VARIANTS, Variant, get_variant
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
 
@@ -15,12 +15,12 @@ from bert_jax.errors import BertJaxError
 def config_from_hf(raw: dict[str, Any], source: str, **runtime: Any) -> BertConfig:
     """Our config for a Hugging Face config.json of any BERT variant (`model_type`)."""
     model_type = raw.get("model_type", "bert")
-    if model_type not in FAMILIES:
+    if model_type not in VARIANTS:
         raise BertJaxError(
             f"{source}: model_type {model_type!r} is not a BERT-family model "
-            f"({', '.join(FAMILIES)})"
+            f"({', '.join(VARIANTS)})"
         )
-    family = FAMILIES[model_type]
+    family = VARIANTS[model_type]
     for arch in raw.get("architectures") or []:
         if not arch.startswith(family.hf_class_prefix):
             raise BertJaxError(f"{source}: architecture {arch!r} is not a {family.hf_title} model")
@@ -40,11 +40,11 @@ def config_from_hf(raw: dict[str, Any], source: str, **runtime: Any) -> BertConf
         raise BertJaxError(f"{source}: {e}") from None
 
 
-def _exportable(config: BertConfig) -> Family:
+def _exportable(config: BertConfig) -> Variant:
     """The variant of `config`, once its transformers classes are known to hold it exactly."""
-    if config.family not in FAMILIES:
+    if config.family not in VARIANTS:
         raise BertJaxError(f"export_hf: family {config.family!r} has no transformers classes")
-    family = get_family(config.family)
+    family = get_variant(config.family)
     problems = [
         f"{k}={getattr(config, k)!r} (needs {v!r})"
         for k, v in family.export_fixed.items()
@@ -77,11 +77,11 @@ def architecture(config: BertConfig, groups: tuple[str, ...]) -> tuple[str, froz
 
 def base_class(config: BertConfig) -> str:
     """transformers' bare encoder class of `config`'s variant (BertModel, RobertaModel, ...)."""
-    return get_family(config.family).architectures[-1][0]
+    return get_variant(config.family).architectures[-1][0]
 
 
 def hf_config(config: BertConfig, arch: str) -> dict[str, Any]:
     """transformers' config.json for `config` as `arch`."""
-    out = get_family(config.family).hf_fields(config)
+    out = get_variant(config.family).hf_fields(config)
     return {**out, "model_type": config.family, "architectures": [arch],
             "tie_word_embeddings": True}  # fmt: skip

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from bert_jax.arch.bert.variants import FAMILIES, HfNames
+from bert_jax.arch.bert.variants import VARIANTS, HfNames
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
 from bert_jax.model.encoder import SHARED_HALVES
@@ -33,10 +33,10 @@ HF_BUFFERS = ("embeddings.position_ids", "embeddings.token_type_ids")
 
 def hf_family(family: str) -> HfNames:
     """How `family`'s Hugging Face checkpoints name the weights (`bert_jax.arch.bert.variants`)."""
-    if family not in FAMILIES:
+    if family not in VARIANTS:
         raise BertJaxError(f"family {family!r} has no Hugging Face names; known: "
-                           f"{', '.join(FAMILIES)}")  # fmt: skip
-    return FAMILIES[family].hf_names
+                           f"{', '.join(VARIANTS)}")  # fmt: skip
+    return VARIANTS[family].hf_names
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from bert_jax.arch.bert.variants import FAMILIES
+from bert_jax.arch.bert.variants import VARIANTS
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
 from bert_jax.task_family_key import saved_task_family
@@ -64,15 +64,15 @@ def task_head(
     if run.get("bilstm_size") or run.get("feature_based"):
         raise BertJaxError(f"{where}: a BiLSTM head (bilstm_size/feature_based) has no "
                            "transformers class; only the plain BERT heads export")  # fmt: skip
-    if config.family not in FAMILIES:
+    if config.family not in VARIANTS:
         raise BertJaxError(f"{where}: family {config.family!r} has no transformers classes")
-    variant = FAMILIES[config.family]
+    variant = VARIANTS[config.family]
     sentence_head = "" if config.causal else variant.hf_sentence_head
     dense_on_first = family == "glue" and sentence_head == "dense_on_first"
     if dense_on_first:  # RobertaClassificationHead = dense + tanh on <s>, then out_proj
         uses_pooler = False
     if uses_pooler and not sentence_head:  # (RoBERTa's multiple choice reads the pooler)
-        ours = [f.name for f in FAMILIES.values() if f.hf_sentence_head]
+        ours = [f.name for f in VARIANTS.values() if f.hf_sentence_head]
         raise BertJaxError(
             f"{where}: transformers' {config.family} {suffix[3:]} head differs from ours (ours "
             f"reads the {'last token' if config.causal else 'sentence vector'}); only "
@@ -131,9 +131,9 @@ def read_hf_head(
     linear = lambda n: {"kernel": np.ascontiguousarray(read(f"{n}.weight").T),
                         "bias": read(f"{n}.bias")}  # fmt: skip
     if uses_pooler:
-        sentence_head = "" if config.causal else FAMILIES[config.family].hf_sentence_head
+        sentence_head = "" if config.causal else VARIANTS[config.family].hf_sentence_head
         if not sentence_head:
-            ours = [f.name for f in FAMILIES.values() if f.hf_sentence_head]
+            ours = [f.name for f in VARIANTS.values() if f.hf_sentence_head]
             raise BertJaxError(
                 f"{where}: {config.family}'s {suffix[3:]} head differs from ours (only "
                 f"{', '.join(ours)} sentence heads are the same function)"

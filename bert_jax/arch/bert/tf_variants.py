@@ -24,25 +24,25 @@ from typing import Any
 
 from etils import epath
 
-from bert_jax.arch.bert.variants import get_family, tf_release_family
+from bert_jax.arch.bert.variants import get_variant, tf_release_variant
 from bert_jax.atomic_write import read_json
 from bert_jax.config import BertConfig
 
 
 def detect_family(variable_names: Iterable[str]) -> str:
-    return tf_release_family(list(variable_names)).name
+    return tf_release_variant(list(variable_names)).name
 
 
 def tf_name(canonical: str, family: str) -> str:
     """The family's TF variable name for a weight named as the reference BERT names it."""
-    for pattern, replacement in get_family(family).tf_renames:
+    for pattern, replacement in get_variant(family).tf_renames:
         canonical = re.sub(pattern, replacement, canonical)
     return canonical
 
 
 def config_file_in(directory: epath.Path, family: str) -> epath.Path:
     """The release's own config file name (albert_config.json) when present, else BERT's."""
-    own = directory / get_family(family).tf_config_file
+    own = directory / get_variant(family).tf_config_file
     return own if own.exists() else directory / "bert_config.json"
 
 
@@ -56,7 +56,7 @@ def read_tf_config(config_file: epath.Path, family: str) -> BertConfig:
 def config_from_tf_json(raw: dict[str, Any], family: str, source: str) -> BertConfig:
     from bert_jax.arch.bert.hf_configs import config_from_hf
 
-    as_hf = get_family(family).tf_json_as_hf(raw, source)
+    as_hf = get_variant(family).tf_json_as_hf(raw, source)
     if as_hf is None:  # the reference's own bert_config.json
         return BertConfig.from_dict(raw, source=source)
     return config_from_hf({**as_hf, "model_type": family}, source)

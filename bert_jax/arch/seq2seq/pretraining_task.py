@@ -30,7 +30,7 @@ SIZE_KEYS = ("d_model", "d_kv", "d_ff", "num_layers", "num_decoder_layers", "num
 
 def objective_of(config: Any) -> Seq2SeqObjective:
     spec = objectives.get(config.objective)
-    if registry.get(spec.family).task_kind != "encoder_decoder":
+    if registry.get(spec.architecture).task_kind != "encoder_decoder":
         raise BertJaxError(f"config.objective={config.objective}: not an encoder-decoder "
                            f"objective ({', '.join(objectives.seq2seq_names())})")  # fmt: skip
     return spec

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bert_jax.arch.bert.variants.base import Family, HfNames, arches
+from bert_jax.arch.bert.variants.base import HfNames, Variant, arches
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
 
@@ -15,7 +15,7 @@ _TF_LAYER = "bert/encoder/transformer/group_0/inner_group_0/"
 _HF_LAYER = "albert.encoder.albert_layer_groups.0.albert_layers.0."
 
 
-class Albert(Family):
+class Albert(Variant):
     def fields_from_hf(self, raw: dict[str, Any], source: str) -> dict[str, Any]:
         groups = (raw.get("num_hidden_groups", 1), raw.get("inner_group_num", 1))
         if groups != (1, 1):
@@ -45,7 +45,7 @@ class Albert(Family):
         return raw
 
 
-FAMILY = Albert(
+VARIANT = Albert(
     "albert",
     dict(
         vocab_size=30000,

@@ -36,7 +36,7 @@ def arches(*rows: tuple[str, set[str], set[str]]) -> Architectures:
 
 
 @dataclasses.dataclass(frozen=True)
-class Family:
+class Variant:
     name: str
     switches: dict[str, Any]  # BertConfig fields at the variant's base size
     heads: tuple[str, ...]  # pretraining heads: mlm, nsp (NSP or SOP), rtd

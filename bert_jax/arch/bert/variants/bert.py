@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from bert_jax.arch.bert.variants.base import Family, HfNames, arches
+from bert_jax.arch.bert.variants.base import HfNames, Variant, arches
 from bert_jax.config import BertConfig
 
 
-class Bert(Family):
+class Bert(Variant):
     def fields_from_hf(self, raw: dict[str, Any], source: str) -> dict[str, Any]:
         # causal: our earlier exports' field; is_decoder: transformers'.
         causal = bool(raw.get("is_decoder", raw.get("causal", False)))
@@ -25,7 +25,7 @@ class Bert(Family):
         return None
 
 
-FAMILY = Bert(
+VARIANT = Bert(
     "bert",
     {},
     ("mlm", "nsp"),

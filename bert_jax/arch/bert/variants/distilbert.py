@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bert_jax.arch.bert.variants.base import Family, HfNames, arches
+from bert_jax.arch.bert.variants.base import HfNames, Variant, arches
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
 
@@ -24,7 +24,7 @@ _FIELDS = {
 }
 
 
-class DistilBert(Family):
+class DistilBert(Variant):
     def fields_from_hf(self, raw: dict[str, Any], source: str) -> dict[str, Any]:
         if raw.get("sinusoidal_pos_embds"):
             raise BertJaxError(f"{source}: sinusoidal position embeddings are not supported")
@@ -39,7 +39,7 @@ class DistilBert(Family):
         return []  # no token types to need
 
 
-FAMILY = DistilBert(
+VARIANT = DistilBert(
     "distilbert",
     dict(num_hidden_layers=6, type_vocab_size=0, pooler=False),
     ("mlm",),

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from bert_jax.arch.bert.variants.base import Family, HfNames, arches
+from bert_jax.arch.bert.variants.base import HfNames, Variant, arches
 from bert_jax.config import BertConfig
 
 
-class Electra(Family):
+class Electra(Variant):
     def fields_from_hf(self, raw: dict[str, Any], source: str) -> dict[str, Any]:
         known = super().fields_from_hf(raw, source)
         hidden = known.get("hidden_size", BertConfig.hidden_size)
@@ -36,7 +36,7 @@ class Electra(Family):
         return raw
 
 
-FAMILY = Electra(
+VARIANT = Electra(
     "electra",
     dict(pooler=False),
     ("rtd",),

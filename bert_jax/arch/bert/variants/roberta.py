@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from bert_jax.arch.bert.variants.base import Family, HfNames, arches
+from bert_jax.arch.bert.variants.base import HfNames, Variant, arches
 from bert_jax.config import BertConfig
 
 
-class Roberta(Family):
+class Roberta(Variant):
     def fields_from_hf(self, raw: dict[str, Any], source: str) -> dict[str, Any]:
         offset = int(raw["pad_token_id"]) + 1
         return {**super().fields_from_hf(raw, source), "position_offset": offset}
@@ -27,7 +27,7 @@ class Roberta(Family):
         return problems
 
 
-FAMILY = Roberta(
+VARIANT = Roberta(
     "roberta",
     dict(
         vocab_size=50265,
