@@ -38,10 +38,10 @@ from bert_jax.errors import BertJaxError
 _BUILT: tuple[Architecture, ...] = (
     BertFamily(), ElectraFamily(), XLNetFamily(), Seq2SeqFamily(), ModernBertFamily()
 )
-ARCHITECTURES: dict[str, Architecture] = {f.name: f for f in _BUILT}
-_BY_HF_TYPE = {t: f for f in _BUILT for t in f.hf_model_types}
+ARCHITECTURES: dict[str, Architecture] = {}
+_BY_HF_TYPE: dict[str, Architecture] = {}
 # Model config classes other than BertConfig (every BERT variant's, ELECTRA's included).
-_BY_CONFIG_TYPE = {t: f for f in _BUILT for t in f.config_types}
+_BY_CONFIG_TYPE: dict[type, Architecture] = {}
 
 
 def register(arch: Architecture) -> None:
@@ -52,6 +52,10 @@ def register(arch: Architecture) -> None:
     ARCHITECTURES[arch.name] = arch
     _BY_HF_TYPE.update({t: arch for t in arch.hf_model_types})
     _BY_CONFIG_TYPE.update({t: arch for t in arch.config_types})
+
+
+for _arch in _BUILT:
+    register(_arch)
 
 
 def unregister(name: str) -> None:
