@@ -22,6 +22,7 @@ from bert_jax.aot.fit import CompileReport, compile_step, format_report
 from bert_jax.aot.topology import TpuSlice, generation_of_device, resolve_slice
 from bert_jax.arch import registry
 from bert_jax.errors import BertJaxError
+from bert_jax.input.geometry import RunShards
 from bert_jax.pretraining.task import PretrainingTask, bert_config_from, pretraining_task
 from bert_jax.train import build_trainer, make_mesh
 
@@ -29,21 +30,24 @@ if TYPE_CHECKING:
     from bert_jax.arch.seq2seq.train_task import Seq2SeqTask
 
 
-def pretraining_task_of(config: Any, shapes_only: bool = False) -> PretrainingTask | Seq2SeqTask:
+def pretraining_task_of(
+    config: Any, shapes_only: bool = False, shards: RunShards | None = None
+) -> PretrainingTask | Seq2SeqTask:
     """The task a pretraining run of `config` trains: T5's for an encoder-decoder objective,
     DistilBERT's for a config.teacher, else the encoder objective's. What `bert-jax compile`
     compiles and runs.pretrain trains (T5's own run builds the same task). `shapes_only`
-    (compiling) reads no shards and no teacher weights."""
+    (compiling) reads no shards and no teacher weights; `shards`: the run's stats.json records
+    (read by the checks themselves when None)."""
     # Here, not in bert_jax.pretraining: the seq2seq task (arch/seq2seq) sits above that package.
     if registry.for_objective(config.objective).task_kind == "encoder_decoder":
         from bert_jax.arch.seq2seq.pretraining_task import seq2seq_pretraining_task
 
-        return seq2seq_pretraining_task(config, with_data=not shapes_only)
+        return seq2seq_pretraining_task(config, with_data=not shapes_only, shards=shards)
     if config.get("teacher"):  # the student is derived from the teacher's config
         from bert_jax.pretraining.distillation import distillation_task
 
-        return distillation_task(config, shapes_only=shapes_only)
-    return pretraining_task(config, bert_config_from(config))
+        return distillation_task(config, shapes_only=shapes_only, shards=shards)
+    return pretraining_task(config, bert_config_from(config, shards))
 
 
 def build_pretraining_trainer(config: Any, devices: list[Any]) -> Any:

@@ -8,12 +8,16 @@ beside the shards (or in the --output_dir above them). Before anything is built:
   leaves unset (None, as pretrain_cpu.py) is the shards' own, from stats.json or their first
   record (pack_sequences: 1 when neither says);
 - `check_shard_geometry`: a geometry the config sets and the shards do not have is refused, with
-  the exact flags that fix it either way."""
+  the exact flags that fix it either way.
+
+A run reads its shards' stats.json once (`read_run_shards`) and hands the result to every check
+(here, the vocabulary checks of the model config, the teacher and T5); each check reads them
+itself only when called on its own (`shards=None`)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from etils import epath
@@ -46,13 +50,32 @@ def shard_settings(files: str) -> tuple[epath.Path, dict[str, Any]] | None:
     return None
 
 
-def run_shard_settings(config: Any) -> Iterator[tuple[str, epath.Path, dict[str, Any]]]:
-    """(config key, stats.json, settings) for the run's train and eval shards that have one."""
+@dataclass(frozen=True)
+class ShardStats:
+    """What create-pretraining-data recorded for one of the run's file sets."""
+
+    key: str  # the config key that names the files: train_files or eval_files
+    path: epath.Path  # their stats.json
+    settings: dict[str, Any]
+
+
+RunShards = tuple[ShardStats, ...]
+
+
+def read_run_shards(config: Any) -> RunShards:
+    """The stats.json records of the run's train and eval shards that have one."""
+    found = []
     for key in ("train_files", "eval_files"):
         if config.get(key):
-            found = shard_settings(config[key])
-            if found is not None:
-                yield key, *found
+            record = shard_settings(config[key])
+            if record is not None:
+                found.append(ShardStats(key, *record))
+    return tuple(found)
+
+
+def run_shards(config: Any, shards: RunShards | None) -> RunShards:
+    """`shards` as the run read them, or read now for a check called on its own."""
+    return read_run_shards(config) if shards is None else shards
 
 
 # create-pretraining-data --objective for an objective without a data flag of its own: its pairing.
@@ -95,24 +118,26 @@ def _objective_fix(run: Any, shards: Any, settings: dict[str, Any]) -> str:
     return f"add --config.objective={shards.name}, or rewrite the shards with {write}"
 
 
-def check_shard_objective(config: Any) -> None:
+def check_shard_objective(config: Any, shards: RunShards | None = None) -> None:
     """Raise naming both objectives when the shards' stats.json says they were written for an
     objective this run cannot read (not a vocabulary or length error further on)."""
     if not config.get("objective"):
         return
     run = objectives.get(config.objective)
-    for key, path, settings in run_shard_settings(config):
+    for record in run_shards(config, shards):
+        settings = record.settings
         if not settings.get("objective"):
             continue  # an older stats.json
         try:
-            shards = objectives.get(settings["objective"])
+            theirs = objectives.get(settings["objective"])
         except BertJaxError:
             continue  # an objective this version does not know: the reader judges the records
-        if _readable(run, shards):
+        if _readable(run, theirs):
             continue
         raise BertJaxError(
-            f"{config[key]}: the shards were written for objective {shards.name} ({path}), this "
-            f"run's config.objective is {run.name}: {_objective_fix(run, shards, settings)}"
+            f"{config[record.key]}: the shards were written for objective {theirs.name} "
+            f"({record.path}), this run's config.objective is {run.name}: "
+            f"{_objective_fix(run, theirs, settings)}"
         )
 
 
@@ -134,7 +159,7 @@ def _first_record_lengths(files: str) -> dict[str, int]:
     return found
 
 
-def with_shard_geometry(config: Any) -> Any:
+def with_shard_geometry(config: Any, shards: RunShards | None = None) -> Any:
     """`config`, or a copy of it with the geometry keys it leaves unset (None) filled in from the
     train shards: their stats.json, else their first record. A key the config sets is kept (and
     checked against the shards by `check_shard_geometry`)."""
@@ -144,9 +169,9 @@ def with_shard_geometry(config: Any) -> Any:
     found: dict[str, Any] = {}
     where = "the shards"
     if config.get("train_files"):
-        stats = shard_settings(config.train_files)
-        if stats is not None:
-            found, where = stats[1], str(stats[0])
+        train = next((r for r in run_shards(config, shards) if r.key == "train_files"), None)
+        if train is not None:
+            found, where = train.settings, str(train.path)
         else:
             found, where = _first_record_lengths(config.train_files), "their first record"
     config = config.copy_and_resolve_references()
@@ -161,13 +186,14 @@ def with_shard_geometry(config: Any) -> Any:
     return config
 
 
-def check_shard_geometry(config: Any) -> None:
+def check_shard_geometry(config: Any, shards: RunShards | None = None) -> None:
     """Raise naming the flags when the run's geometry is not the shards'."""
     for k in GEOMETRY:  # before comparing: a rewrite with a value below 1 is no fix to offer
         if config.get(k) is not None and int(config.get(k)) < 1:
             raise BertJaxError(f"config.{k}={config.get(k)}: must be >= 1")
     masking = objectives.get(config.objective).masking if config.get("objective") else True
-    for key, path, settings in run_shard_settings(config):
+    for record in run_shards(config, shards):
+        key, path, settings = record.key, record.path, record.settings
         checked = GEOMETRY
         if settings.get("dynamic_masking") or config.get("dynamic_masking") or masking is None:
             # masks are drawn at training time, or the objective reads none (ltr, XLNet)

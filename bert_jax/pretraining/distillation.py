@@ -41,6 +41,7 @@ from bert_jax.arch.bert.variants import get_variant
 from bert_jax.atomic_write import read_json
 from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
+from bert_jax.input.geometry import RunShards, run_shards
 from bert_jax.objectives import losses
 from bert_jax.pretraining.task import PretrainingTask
 from bert_jax.train.task import Batch, Metrics
@@ -262,12 +263,12 @@ def _vocab_tokens(path: Any) -> dict[str, int] | None:
     return dict(load_vocab(path))
 
 
-def check_teacher_vocab(config: Any, teacher_vocab: Any, teacher_table: int) -> None:
+def check_teacher_vocab(
+    config: Any, teacher_vocab: Any, teacher_table: int, shards: RunShards | None = None
+) -> None:
     """The student reads the very ids the teacher does: the run's vocab_file and the shards'
     (their stats.json) must be the teacher's vocabulary, or the teacher scores text it never
     saw as other words (a silent, wrong run). Raised naming both vocabularies."""
-    from bert_jax.input.geometry import run_shard_settings
-
     teacher = _vocab_tokens(teacher_vocab)
     size = max(teacher.values()) + 1 if teacher else teacher_table
     name = f"{teacher_vocab} ({size} tokens)" if teacher else f"a {teacher_table}-row table"
@@ -293,7 +294,8 @@ def check_teacher_vocab(config: Any, teacher_vocab: Any, teacher_table: int) -> 
         n = max(tokens.values()) + 1 if tokens else 0
         if tokens is not None and differs(tokens, n):
             refuse("config.vocab_file", config.vocab_file, n)
-    for _, path, settings in run_shard_settings(config):
+    for record in run_shards(config, shards):
+        path, settings = record.path, record.settings
         n = settings.get("vocab_size")
         if n is None:
             continue
@@ -302,11 +304,13 @@ def check_teacher_vocab(config: Any, teacher_vocab: Any, teacher_table: int) -> 
             refuse(f"the shards' ({path})", settings.get("vocab_file", "their vocab"), int(n))
 
 
-def distillation_task(config: Any, shapes_only: bool = False) -> DistillationTask:
+def distillation_task(
+    config: Any, shapes_only: bool = False, shards: RunShards | None = None
+) -> DistillationTask:
     """From a pretraining config with `teacher` (a load_pretrained path) and optionally
     `student_layers` (0 = half the teacher's). `shapes_only` reads the teacher's config and no
     weights, for compiling the step (the teacher is taken to have its masked-LM head, as the
-    paper's BERT-base teacher has)."""
+    paper's BERT-base teacher has). `shards`: the run's stats.json records (read when None)."""
     from bert_jax.pretraining.task import pretraining_task
 
     if shapes_only:
@@ -315,7 +319,7 @@ def distillation_task(config: Any, shapes_only: bool = False) -> DistillationTas
     else:
         pre = load_pretrained(config.teacher)
         pre_config, teacher_params, teacher_vocab = pre.config, pre.params, pre.vocab_file
-    check_teacher_vocab(config, teacher_vocab, pre_config.vocab_size)
+    check_teacher_vocab(config, teacher_vocab, pre_config.vocab_size, shards)
     teacher = pre_config.replace(dtype=config.dtype, scan_layers=False)
     student = student_config(teacher, int(config.student_layers) or None).replace(
         scan_layers=bool(config.scan_layers), remat_policy=config.remat_policy,

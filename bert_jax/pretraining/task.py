@@ -25,7 +25,7 @@ from bert_jax.arch.electra.model import DEFAULT_GENERATOR_SIZE
 from bert_jax.config import BertConfig, preset
 from bert_jax.errors import BertJaxError
 from bert_jax.input import EvalInput, PretrainInput
-from bert_jax.input.geometry import shard_settings
+from bert_jax.input.geometry import RunShards, run_shards
 from bert_jax.objectives.masking import MaskingSpec
 from bert_jax.tokenization.vocab import load_vocab
 from bert_jax.train.task import Batch, Metrics
@@ -227,14 +227,16 @@ def _require_geometry(config: Any) -> None:
             )
 
 
-def _check_default_vocab_size(config: Any, vocab_size: int) -> None:
+def _check_default_vocab_size(config: Any, vocab_size: int, shards: RunShards | None) -> None:
     """Without a vocab_file the table takes config.vocab_size; left at BERT's 30522 over shards
     whose stats.json names another vocab, that is a model no vocab fits (a larger size set on
     purpose, e.g. padded, stays allowed)."""
-    found = shard_settings(config.train_files) if config.get("train_files") else None
-    if found is None or vocab_size != BERT_VOCAB_SIZE:
+    if vocab_size != BERT_VOCAB_SIZE:
         return
-    stats, settings = found
+    train = next((r for r in run_shards(config, shards) if r.key == "train_files"), None)
+    if train is None:
+        return
+    stats, settings = train.path, train.settings
     saved = settings.get("vocab_size")
     if saved is not None and int(saved) != vocab_size:
         fix = settings.get("vocab_file") or "VOCAB (the vocab the shards were written with)"
@@ -245,11 +247,13 @@ def _check_default_vocab_size(config: Any, vocab_size: int) -> None:
         )
 
 
-def bert_config_from(config: Any) -> BertConfig:
+def bert_config_from(config: Any, shards: RunShards | None = None) -> BertConfig:
+    """The encoder a pretraining config trains; `shards`: the run's stats.json records
+    (read here when None)."""
     _require_geometry(config)
     vocab_size = int(config.vocab_size)
     if not config.get("vocab_file"):
-        _check_default_vocab_size(config, vocab_size)
+        _check_default_vocab_size(config, vocab_size, shards)
     if config.get("vocab_file"):
         # Ids are line numbers: a repeated token keeps its last id, so the table needs the highest
         # id + 1 rows, not len(vocab) (which would leave the last ids outside it).

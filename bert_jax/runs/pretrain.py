@@ -22,6 +22,7 @@ from bert_jax.errors import BertJaxError
 from bert_jax.input.geometry import (
     check_shard_geometry,
     check_shard_objective,
+    read_run_shards,
     with_shard_geometry,
 )
 from bert_jax.tokenization.byte_bpe import file_set_of, is_byte_bpe_file
@@ -54,19 +55,20 @@ def run_pretraining(config: Any, workdir: str, batches: Any = None) -> TrainResu
 
 
 def _pretrain(config: Any, workdir: str, batches: Any = None) -> TrainResult:
-    check_shard_objective(config)  # shards of another objective: named before any other check
+    shards = read_run_shards(config)  # their stats.json, read once and handed to every check
+    check_shard_objective(config, shards)  # another objective's shards: named before all else
     family = registry.for_objective(config.objective)
     # T5 and its kin (bert_jax/configs/t5.py) have their own run (a seq2seq workdir), which
     # builds their task; the other tasks are pretraining_task_of's below.
     if family.task_kind == "encoder_decoder":
         from bert_jax.arch.seq2seq.pretrain_run import run_seq2seq_pretraining
 
-        return run_seq2seq_pretraining(config, workdir, batches)
+        return run_seq2seq_pretraining(config, workdir, batches, shards)
     settings = train_settings(config)  # checked before the model, the vocab or the workdir
-    config = with_shard_geometry(config)  # max_seq_length etc. left unset: the shards'
-    check_shard_geometry(config)  # the shards' max_seq_length etc. (their stats.json)
+    config = with_shard_geometry(config, shards)  # max_seq_length etc. left unset: the shards'
+    check_shard_geometry(config, shards)  # the shards' max_seq_length etc.
     maybe_initialize_distributed(settings)
-    task = pretraining_task_of(config)
+    task = pretraining_task_of(config, shards=shards)
     bert_config = task.bert_config  # a distillation task's is the student's
     wd = epath.Path(workdir)
     if config.init_checkpoint:

@@ -14,17 +14,21 @@ from etils import epath
 from bert_jax.aot.pretraining import check_trainer_fits
 from bert_jax.arch.seq2seq.pretraining_task import seq2seq_pretraining_task
 from bert_jax.errors import BertJaxError
+from bert_jax.input.geometry import RunShards
 from bert_jax.tokenization.t5_vocab import SPIECE, TOKENIZER_JSON
 from bert_jax.train.loop import TrainResult, maybe_initialize_distributed, train
 from bert_jax.train.settings import train_settings
 
 
-def run_seq2seq_pretraining(config: Any, workdir: str, batches: Any = None) -> TrainResult:
+def run_seq2seq_pretraining(
+    config: Any, workdir: str, batches: Any = None, shards: RunShards | None = None
+) -> TrainResult:
+    """`shards`: the run's stats.json records, as runs.pretrain read them (read when None)."""
     settings = train_settings(config)
     if config.get("init_checkpoint"):
         raise BertJaxError("config.init_checkpoint: not supported for seq2seq pretraining yet")
     maybe_initialize_distributed(settings)
-    task = seq2seq_pretraining_task(config)
+    task = seq2seq_pretraining_task(config, shards=shards)
     wd = epath.Path(workdir)
     # transformers' file names (spiece.model, or a T5 tokenizer.json); the workdir is self-contained
     spm = wd / (TOKENIZER_JSON if str(config.spm_model).endswith(".json") else SPIECE)

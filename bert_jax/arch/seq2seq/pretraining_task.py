@@ -20,7 +20,7 @@ from bert_jax.arch.seq2seq import Seq2SeqConfig, seq2seq_preset
 from bert_jax.arch.seq2seq.train_task import Seq2SeqTask
 from bert_jax.errors import BertJaxError
 from bert_jax.input.batches import expand_files
-from bert_jax.input.geometry import run_shard_settings
+from bert_jax.input.geometry import RunShards, run_shards
 from bert_jax.input.seq2seq import Seq2SeqBatches, read_shards
 from bert_jax.objectives.base import Seq2SeqObjective
 
@@ -59,10 +59,13 @@ def seq2seq_config_from(config: Any, vocab_size: int) -> Seq2SeqConfig:
     )  # fmt: skip
 
 
-def check_seq2seq_shards(config: Any, targets_length: int, vocab_size: int) -> None:
+def check_seq2seq_shards(
+    config: Any, targets_length: int, vocab_size: int, shards: RunShards | None = None
+) -> None:
     """The shards' stats.json against the run: objective, lengths and vocabulary (sentinel ids
     count down from its size) must be the run's; shards without a stats.json are read as is."""
-    for key, path, settings in run_shard_settings(config):
+    for record in run_shards(config, shards):
+        key, path, settings = record.key, record.path, record.settings
         ours = {"objective": objectives.get(config.objective).name,
                 "inputs_length": int(config.max_seq_length), "targets_length": targets_length,
                 "vocab_size": vocab_size}  # fmt: skip
@@ -95,8 +98,11 @@ def _eval_batches(arrays: dict[str, np.ndarray], batch: int, max_steps: int) -> 
     return out
 
 
-def seq2seq_pretraining_task(config: Any, with_data: bool = True) -> Seq2SeqTask:
-    """The task of a seq2seq pretraining config; `with_data=False` builds shapes only (AOT)."""
+def seq2seq_pretraining_task(
+    config: Any, with_data: bool = True, shards: RunShards | None = None
+) -> Seq2SeqTask:
+    """The task of a seq2seq pretraining config; `with_data=False` builds shapes only (AOT).
+    `shards`: the run's stats.json records (read here when None)."""
     spec = objective_of(config)
     vocab = vocab_of(config)
     vocab_size = vocab.size if vocab is not None else int(config.vocab_size)
@@ -110,7 +116,7 @@ def seq2seq_pretraining_task(config: Any, with_data: bool = True) -> Seq2SeqTask
             raise BertJaxError("config.train_files is required (create-pretraining-data shards)")
         if vocab is None:
             raise BertJaxError("config.spm_model is required: the shards' T5 sentencepiece model")
-        check_seq2seq_shards(config, targets_length, vocab_size)
+        check_seq2seq_shards(config, targets_length, vocab_size, shards)
         train = read_shards(expand_files(config.train_files), inputs_length, targets_length)
         train_data = Seq2SeqBatches(batch, int(config.seed), arrays=train)
         if config.get("eval_files"):
