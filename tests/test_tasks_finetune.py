@@ -14,6 +14,7 @@ import pytest
 
 from bert_jax.errors import BertJaxError
 from bert_jax.runs import finetune as runner
+from bert_jax.tasks.fresh_params import fresh_params
 from bert_jax.train.config import finetune_config, pretrain_config, training_config
 
 ROOT = pathlib.Path(__file__).parent.parent
@@ -255,7 +256,7 @@ def test_new_layers_get_a_truncated_normal_init():
 
     task = ClassificationTask(preset("tiny", vocab_size=100, max_position_embeddings=64), 8, 16,
                               num_labels=3)  # fmt: skip
-    params = runner._fresh_params(task, seed=0, initializer_range=0.02)
+    params = fresh_params(task, seed=0, initializer_range=0.02)
     w = np.concatenate([params["bert"]["pooler"]["kernel"].ravel(),
                         params["classifier"]["kernel"].ravel()]) / 0.02  # fmt: skip
     assert np.abs(w).max() < 2.0

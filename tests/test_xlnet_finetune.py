@@ -16,6 +16,7 @@ from bert_jax.arch.xlnet import layout as xlnet_layout
 from bert_jax.corpus import embedded
 from bert_jax.errors import BertJaxError
 from bert_jax.runs import finetune as runner
+from bert_jax.tasks.fresh_params import fresh_params
 from bert_jax.tasks.jobs import make_job
 from bert_jax.tokenization.layout import XLNET_PAD_SEGMENT
 from bert_jax.tokenization.sentencepiece_tokenizer import XLNetTokenizer
@@ -126,7 +127,7 @@ def test_classification_head_on_grafted_encoder_matches_transformers(mrpc, xlnet
 
     cfg, _, pre, job, pairs = mrpc
     task = job.train_task(pre.config, 8)
-    params = graft_encoder(runner._fresh_params(task, 0, pre.config.initializer_range),
+    params = graft_encoder(fresh_params(task, 0, pre.config.initializer_range),
                            pre.params)  # fmt: skip
     split = job.evals[0]
     ours = np.asarray(task.predict(params, {k: split.arrays[k] for k in

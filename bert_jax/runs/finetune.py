@@ -3,10 +3,13 @@
     results = finetune(cfg, workdir)      # one run, or the sweep/seeds the config asks for
 
 `cfg` is a fine-tuning config (`bert_jax.train.config.finetune_config` + the task family's keys,
-see experiments/configs/). One run: load the checkpoint (`bert_jax.interop.load_pretrained`: our
-workdir, a Hugging Face dir or a Google TF checkpoint), read and featurise the data once (the
-family's job, `bert_jax.tasks.jobs`), build the training Task (`bert_jax.tasks.train_tasks`),
-graft the encoder into it, train with the shared loop (`bert_jax.train.train`) on a copy of `cfg`
+see experiments/configs/). The job is built once, here: the checkpoint's architecture loads it
+(our workdir, a Hugging Face dir or a Google TF checkpoint); the task family's job
+(`bert_jax.tasks.jobs`) reads and featurises the data once, wrapped for packing and for XLNet's
+left padding where the config or the architecture asks; an encoder-decoder goes to its
+text-to-text run instead; how the model starts (fine-tuned, a distilled student, frozen
+features) is chosen once (`bert_jax.tasks.model_start`). Each run then takes the start's Task
+and initial params and trains with the shared loop (`bert_jax.train.train`) on a copy of `cfg`
 whose train_steps = int(train examples / batch * epochs) and warmup_steps = that x
 `warmup_proportion`, as run_classifier.py (SQuAD counts windows, not questions); then run
 `trainer.predict_step` over the dev (and test) splits and write `eval_results.json` and the
@@ -29,23 +32,19 @@ from typing import Any
 import jax
 import numpy as np
 from etils import epath
-from flax.core import meta
 
 from bert_jax.aot.pretraining import check_trainer_fits
 from bert_jax.arch import registry
-from bert_jax.arch.bert.pretrained import graft_encoder
 from bert_jax.arch.seq2seq import text_to_text
 from bert_jax.arch.xlnet import finetune as xlnet_finetune
 from bert_jax.errors import BertJaxError
-from bert_jax.tasks import feature_ner
 from bert_jax.tasks.arrays import TrainBatches, eval_batches
 from bert_jax.tasks.distill.student_setup import Distillation
 from bert_jax.tasks.finetune_setup import output_dir, run_config, run_mesh, write_json
 from bert_jax.tasks.jobs import make_job
+from bert_jax.tasks.model_start import encoder_config, model_start
 from bert_jax.tasks.packed import PackedJob
-from bert_jax.tokenization.directory import (
-    tokenizer_file_set,
-)
+from bert_jax.tokenization.directory import tokenizer_file_set
 from bert_jax.train import loop
 from bert_jax.train.curves import write_curves
 from bert_jax.train.validate import check_finetune_config
@@ -93,120 +92,24 @@ def predict(trainer, params, arrays: dict[str, np.ndarray], batch_size: int):
     return jax.tree.map(lambda *xs: np.concatenate(xs), *outs)
 
 
-def truncated_normal(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-    """Standard normal samples truncated at +-2 by redrawing the ones outside (as TF's
-    truncated_normal; clipping instead would pile 4.6% of them onto the bounds)."""
-    w = rng.standard_normal(shape)
-    outside = np.abs(w) > 2
-    while outside.any():
-        w[outside] = rng.standard_normal(int(outside.sum()))
-        outside = np.abs(w) > 2
-    return w
-
-
-_RECURRENT_KERNELS = ("hi", "hf", "hg", "ho")  # OptimizedLSTMCell's hidden-to-gate layers
-
-
-def _flax_default_kernel(rng: np.random.Generator, gate: str, shape: tuple[int, ...]):
-    """Flax's own initialisers for a BiLSTM's kernels: recurrent kernels orthogonal, the
-    others (input-to-gate, the output dense) LeCun normal truncated at 2 std, as nn.Dense and
-    nn.OptimizedLSTMCell draw them. BERT's N(0, 0.02) would leave an LSTM near its zero state
-    (its inputs are scaled down 10x against LeCun's 1/sqrt(fan_in) for a 128-wide encoder)."""
-    if gate in _RECURRENT_KERNELS:
-        q, r = np.linalg.qr(rng.standard_normal(shape))
-        return q * np.sign(np.diag(r))
-    # 0.8796...: the std of a standard normal truncated at +-2 (jax.nn.initializers' constant).
-    return truncated_normal(rng, shape) * np.sqrt(1.0 / shape[0]) / 0.87962566103423978
-
-
-def _fresh_params(
-    task, seed: int, initializer_range: float, random_encoder: bool = False,
-    encoder_scope: str | None = None,
-):  # fmt: skip
-    """Initial weights for the task model without compiling its init: the layout comes from
-    `jax.eval_shape`; the encoder is overwritten by the checkpoint (zeros here), and the new
-    layers (classifier, QA outputs, a pooler the checkpoint lacks) get BERT's init: kernels
-    N(0, initializer_range) truncated at 2 std (tf.truncated_normal_initializer: values beyond
-    are redrawn), biases 0, LayerNorm scales 1; a "+ BiLSTM" head gets Flax's defaults
-    (`_flax_default_kernel`). `random_encoder`: the encoder gets that init
-    too (embeddings included), as the randomly initialised model of `random_init`."""
-    dummy = {k: np.zeros((1, *s.shape[1:]), s.dtype) for k, s in task.init_inputs().items()}
-    key = jax.random.PRNGKey(seed)
-    shapes = meta.unbox(
-        jax.eval_shape(lambda k: task.model.init(k, **task.model_inputs(dummy)), key)
-    )["params"]
-    rng = np.random.default_rng(seed)
-    if encoder_scope is None:  # the run passes its architecture's; a bare task looks it up
-        encoder_scope = registry.for_model_config(task.bert_config).encoder_scope
-
-    def init(path, leaf):
-        names = [str(getattr(p, "key", p)) for p in path]
-        name = names[-1]
-        # The pooler may be absent from a checkpoint.
-        from_checkpoint = names[0] == encoder_scope and "pooler" not in names
-        from_checkpoint = from_checkpoint and not random_encoder
-        if from_checkpoint or name == "bias":
-            return np.zeros(leaf.shape, leaf.dtype)
-        if name == "scale":
-            return np.ones(leaf.shape, leaf.dtype)
-        if "bilstm" in names:  # the "+ BiLSTM" layers: Flax's initialisation, not BERT's
-            return _flax_default_kernel(rng, names[-2], leaf.shape).astype(leaf.dtype)
-        return (truncated_normal(rng, leaf.shape) * initializer_range).astype(leaf.dtype)
-
-    return jax.tree_util.tree_map_with_path(init, shapes)
-
-
 def run_once(
-    cfg, job, pre, workdir: str | epath.Path, distill=None,
-    family: registry.Architecture | None = None,
-) -> dict[str, float]:  # fmt: skip
-    """Train one model (`cfg` from `run_config`) with the shared loop and score the dev split(s);
-    `distill` (`bert_jax.tasks.distill.student_setup.Distillation`) makes it a distilled student.
-    `family`: the run's architecture, looked up once by `finetune` (None: from `pre`)."""
+    cfg, job, pre, workdir: str | epath.Path, family: registry.Architecture, start: Any
+) -> dict[str, float]:
+    """Train one model (`cfg` from `run_config`) with the shared loop and score the dev split(s).
+    `family`: the run's architecture; `start`: how its model starts
+    (`bert_jax.tasks.model_start`); both chosen once per job by `finetune`."""
     workdir = epath.Path(workdir)
-    family = family or registry.for_model_config(pre.config)
-    bert = pre.config.replace(dtype=cfg.dtype)
-    if (rate := cfg.get("dropout")) is not None:
-        fields = ("hidden_dropout_prob", "attention_probs_dropout_prob")
-        if not all(hasattr(bert, f) for f in fields):
-            raise BertJaxError(f"config.dropout: {family.title} names its dropout otherwise; "
-                               "leave it unset (None: the checkpoint's)")  # fmt: skip
-        if not 0.0 <= rate < 1.0:
-            raise BertJaxError(f"config.dropout={rate}: must be in [0, 1)")
-        bert = bert.replace(**dict.fromkeys(fields, float(rate)))
-    if (kernel := cfg.get("attention_implementation", "xla")) != "xla":
-        if not hasattr(bert, "attention_implementation"):  # XLNet, T5: their own attention
-            raise BertJaxError(f"attention_implementation {kernel!r}: {family.name} has only xla")
-        if getattr(bert, "attention_probs_dropout_prob", 0):  # a kernel keeps no probabilities
-            logging.warning("attention_implementation %s: attention dropout %s -> 0 (the "
-                            "kernel keeps no probabilities to drop)", kernel,
-                            bert.attention_probs_dropout_prob)  # fmt: skip
-            bert = bert.replace(attention_probs_dropout_prob=0.0)
-        bert = bert.replace(attention_implementation=kernel)
-    batch = cfg.train_batch_size
-    if cfg.get("pack_examples", False):  # rows holding about `batch` examples
-        batch = job.rows_per_step(batch, run_mesh(cfg))
-    if cfg.get("feature_based", False):  # Table 7: frozen features + BiLSTM, same loop
-        task, train = feature_ner.prepare(cfg, job, bert, pre.params["bert"], batch)
-        init = None
-    else:
-        task, train = job.train_task(bert, batch), job.train
-        if head_lr := cfg.get("head_learning_rate", 0.0):  # checked > 0 up front
-            task.head_lr_scale = head_lr / cfg.learning_rate
-            task.encoder_scope = family.encoder_scope
-        task = distill.wrap(task) if distill else task
-        random = bool(cfg.random_init)
-        init = _fresh_params(task, cfg.seed, bert.initializer_range, random_encoder=random,
-                             encoder_scope=family.encoder_scope)  # fmt: skip
-        init = init if random else graft_encoder(init, pre.params, family.encoder_scope)
-        init = distill.add_teacher(init) if distill else init
+    encoder = encoder_config(cfg, pre.config, family)
+    batch = job.rows_per_step(cfg.train_batch_size, run_mesh(cfg))
+    begun = start.start(cfg, job, encoder, pre, batch)
+    task = begun.task
     result = loop.train(
         cfg,
         task,
         str(workdir),
         workdir_config=family.workdir_record(pre),
-        init_params=init,
-        batches=TrainBatches(train, batch, cfg.seed),
+        init_params=begun.init,
+        batches=TrainBatches(begun.train, batch, cfg.seed),
         mesh=run_mesh(cfg),
         preflight=check_trainer_fits,
     )
@@ -260,6 +163,7 @@ def finetune(cfg, workdir: str | epath.Path) -> dict[str, float]:
     job.load(tokenizer)
     if distill:
         logging.info("distillation rows: %s", distill.use_rows(job, tokenizer))
+    start = model_start(cfg, family, distill)
     workdir = epath.Path(workdir)
     if jax.process_index() == 0:
         workdir.mkdir(parents=True, exist_ok=True)
@@ -275,15 +179,14 @@ def finetune(cfg, workdir: str | epath.Path) -> dict[str, float]:
         grid = [(cfg.learning_rate, cfg.num_train_epochs, cfg.train_batch_size)]
     n = job.num_train_examples
     if len(grid) == 1 and len(seeds) == 1:
-        return run_once(run_config(cfg, n, *grid[0], seeds[0]), job, pre, workdir, distill,
-                        family)  # fmt: skip
+        return run_once(run_config(cfg, n, *grid[0], seeds[0]), job, pre, workdir, family, start)
     points = []
     for lr, ep, bs in grid:
         name = f"lr{lr:g}_ep{ep:g}_bs{bs}"
         point_dir = workdir / "runs" / name
         runs = [
-            run_once(run_config(cfg, n, lr, ep, bs, s), job, pre, point_dir / f"seed{s}", distill,
-                     family)  # fmt: skip
+            run_once(run_config(cfg, n, lr, ep, bs, s), job, pre, point_dir / f"seed{s}", family,
+                     start)  # fmt: skip
             for s in seeds
         ]
         summary = _summary(runs)

@@ -28,11 +28,20 @@ class Split:
     meta: Any = None  # examples / windows the outputs are mapped back onto
 
 
+class Job:
+    """What every job shares: a training row holds one example."""
+
+    def rows_per_step(self, batch: int, mesh: Any) -> int:
+        """The rows of a training step that hold `batch` examples (PackedJob packs several)."""
+        del mesh
+        return batch
+
+
 def _path(cfg, name: str) -> str:
     return os.path.join(cfg.data_dir, name)
 
 
-class GlueJob:
+class GlueJob(Job):
     def __init__(self, cfg):
         self.cfg = cfg
         self.spec = glue.get_spec(cfg.task)
@@ -87,7 +96,7 @@ class GlueJob:
         return glue.headline(self.spec, m)
 
 
-class SquadJob:
+class SquadJob(Job):
     def __init__(self, cfg):
         self.cfg = cfg
         self.v2 = cfg.version == "v2.0"
@@ -148,7 +157,7 @@ class SquadJob:
         return m["f1"]
 
 
-class NerJob:
+class NerJob(Job):
     num_labels = len(ner.LABELS)
 
     def __init__(self, cfg):
@@ -185,7 +194,7 @@ class NerJob:
         return m["f1"]
 
 
-class SwagJob:
+class SwagJob(Job):
     def __init__(self, cfg):
         self.cfg = cfg
 
