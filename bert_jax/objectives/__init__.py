@@ -40,15 +40,8 @@ _BUILT = (
     permutation_lm.OBJECTIVE,
     modernbert.OBJECTIVE,
 )
-REGISTRY: dict[str, Objective] = {o.name: o for o in _BUILT}
-# Encoder-decoder objectives (T5): shards of `inputs`/`targets`, trained by
-# bert_jax.arch.seq2seq.train_task; `get` finds them too, `names` lists only the encoder
-# ones above.
-SEQ2SEQ: dict[str, Seq2SeqObjective] = {
-    o.name: o for o in (span_corruption.OBJECTIVE, prefix_lm.OBJECTIVE)
-}
-_BY_DATA_FLAG = {o.data_flag: o for o in (*_BUILT, *SEQ2SEQ.values()) if o.data_flag}
-
+REGISTRY: dict[str, Objective] = {}
+_BY_DATA_FLAG: dict[str, Objective | Seq2SeqObjective] = {}
 PLANNED: dict[str, str] = {}
 
 
@@ -60,6 +53,18 @@ def register(objective: Objective) -> None:
     REGISTRY[objective.name] = objective
     if objective.data_flag:
         _BY_DATA_FLAG[objective.data_flag] = objective
+
+
+for _objective in _BUILT:
+    register(_objective)
+
+# Encoder-decoder objectives (T5): shards of `inputs`/`targets`, trained by
+# bert_jax.arch.seq2seq.train_task; `get` finds them too, `names` lists only the encoder
+# ones above.
+SEQ2SEQ: dict[str, Seq2SeqObjective] = {
+    o.name: o for o in (span_corruption.OBJECTIVE, prefix_lm.OBJECTIVE)
+}
+_BY_DATA_FLAG |= {o.data_flag: o for o in SEQ2SEQ.values() if o.data_flag}
 
 
 def unregister(name: str) -> None:
