@@ -23,6 +23,7 @@ from bert_jax.aot.topology import TpuSlice, generation_of_device, resolve_slice
 from bert_jax.arch import registry
 from bert_jax.errors import BertJaxError
 from bert_jax.input.geometry import RunShards
+from bert_jax.pretraining.settings import pretrain_settings
 from bert_jax.pretraining.task import PretrainingTask, bert_config_from, pretraining_task
 from bert_jax.train import build_trainer, make_mesh
 
@@ -43,11 +44,12 @@ def pretraining_task_of(
         from bert_jax.arch.seq2seq.pretraining_task import seq2seq_pretraining_task
 
         return seq2seq_pretraining_task(config, with_data=not shapes_only, shards=shards)
-    if config.get("teacher"):  # the student is derived from the teacher's config
+    run = pretrain_settings(config)
+    if run.teacher:  # the student is derived from the teacher's config
         from bert_jax.pretraining.distillation import distillation_task
 
-        return distillation_task(config, shapes_only=shapes_only, shards=shards)
-    return pretraining_task(config, bert_config_from(config, shards))
+        return distillation_task(run, shapes_only=shapes_only, shards=shards)
+    return pretraining_task(run, bert_config_from(run, shards))
 
 
 def build_pretraining_trainer(config: Any, devices: list[Any]) -> Any:

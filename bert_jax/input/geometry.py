@@ -66,8 +66,10 @@ def read_run_shards(config: Any) -> RunShards:
     """The stats.json records of the run's train and eval shards that have one."""
     found = []
     for key in ("train_files", "eval_files"):
-        if config.get(key):
-            record = shard_settings(config[key])
+        # a config mapping, or a typed view of one (bert_jax.pretraining.settings)
+        files = config.get(key) if hasattr(config, "get") else getattr(config, key, None)
+        if files:
+            record = shard_settings(files)
             if record is not None:
                 found.append(ShardStats(key, *record))
     return tuple(found)

@@ -43,6 +43,7 @@ from bert_jax.config import BertConfig
 from bert_jax.errors import BertJaxError
 from bert_jax.input.geometry import RunShards, run_shards
 from bert_jax.objectives import losses
+from bert_jax.pretraining.settings import pretrain_settings
 from bert_jax.pretraining.task import PretrainingTask
 from bert_jax.train.task import Batch, Metrics
 
@@ -276,7 +277,8 @@ def check_teacher_vocab(
     if teacher:
         fix = (f"give --config.vocab_file={teacher_vocab} and write the shards with "
                f"create-pretraining-data --vocab_file={teacher_vocab}")  # fmt: skip
-    where = f"config.teacher={config.teacher}"
+    s = pretrain_settings(config)
+    where = f"config.teacher={s.teacher}"
 
     def refuse(what: str, path: Any, n: int) -> None:
         raise BertJaxError(
@@ -289,12 +291,12 @@ def check_teacher_vocab(
             return tokens != teacher
         return n > size if teacher is not None else not 0 <= size - n < _TABLE_PADDING
 
-    if config.get("vocab_file"):
-        tokens = _vocab_tokens(config.vocab_file)
+    if s.vocab_file:
+        tokens = _vocab_tokens(s.vocab_file)
         n = max(tokens.values()) + 1 if tokens else 0
         if tokens is not None and differs(tokens, n):
-            refuse("config.vocab_file", config.vocab_file, n)
-    for record in run_shards(config, shards):
+            refuse("config.vocab_file", s.vocab_file, n)
+    for record in run_shards(s, shards):
         path, settings = record.path, record.settings
         n = settings.get("vocab_size")
         if n is None:
@@ -313,19 +315,20 @@ def distillation_task(
     paper's BERT-base teacher has). `shards`: the run's stats.json records (read when None)."""
     from bert_jax.pretraining.task import pretraining_task
 
+    s = pretrain_settings(config)
     if shapes_only:
-        pre_config, teacher_params = teacher_config_only(config.teacher), {"predictions": None}
-        teacher_vocab = epath.Path(config.teacher) / "vocab.txt"
+        pre_config, teacher_params = teacher_config_only(s.teacher), {"predictions": None}
+        teacher_vocab = epath.Path(s.teacher) / "vocab.txt"
     else:
-        pre = load_pretrained(config.teacher)
+        pre = load_pretrained(s.teacher)
         pre_config, teacher_params, teacher_vocab = pre.config, pre.params, pre.vocab_file
-    check_teacher_vocab(config, teacher_vocab, pre_config.vocab_size, shards)
-    teacher = pre_config.replace(dtype=config.dtype, scan_layers=False)
-    student = student_config(teacher, int(config.student_layers) or None).replace(
-        scan_layers=bool(config.scan_layers), remat_policy=config.remat_policy,
-        hidden_dropout_prob=float(config.hidden_dropout_prob),
-        attention_probs_dropout_prob=float(config.attention_probs_dropout_prob),
+    check_teacher_vocab(s, teacher_vocab, pre_config.vocab_size, shards)
+    teacher = pre_config.replace(dtype=s.dtype, scan_layers=False)
+    student = student_config(teacher, s.student_layers or None).replace(
+        scan_layers=s.scan_layers, remat_policy=s.remat_policy,
+        hidden_dropout_prob=s.hidden_dropout_prob,
+        attention_probs_dropout_prob=s.attention_probs_dropout_prob,
     )  # fmt: skip
-    base = pretraining_task(config, student)
+    base = pretraining_task(s, student)
     fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(PretrainingTask)}
     return DistillationTask(**fields, teacher_config=teacher, teacher_params=teacher_params)

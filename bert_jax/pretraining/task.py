@@ -2,7 +2,7 @@
 batch arrays and the loss; this module wires them to BertForPreTraining, the input pipeline and
 evaluation.
 
-    task = pretraining_task(config, bert_config_from(config))   # from a pretraining config
+    task = pretraining_task(config, bert_config_from(config))   # a config or its PretrainSettings
 
 Batch keys are the objective's shard features (ids as int32, next_sentence_labels squeezed to
 [B]) plus `example_mask` (B; 0 = eval padding, which has zero masked_lm_weights and is left out
@@ -27,6 +27,7 @@ from bert_jax.errors import BertJaxError
 from bert_jax.input import EvalInput, PretrainInput
 from bert_jax.input.geometry import RunShards, run_shards
 from bert_jax.objectives.masking import MaskingSpec
+from bert_jax.pretraining.settings import PretrainSettings, pretrain_settings
 from bert_jax.tokenization.vocab import load_vocab
 from bert_jax.train.task import Batch, Metrics
 
@@ -217,109 +218,115 @@ def _files(value: Any) -> list[str]:
 _SIZE_FIELDS = ("vocab_size", "max_position_embeddings", "num_hidden_layers")
 
 
-def _require_geometry(config: Any) -> None:
+def _require_geometry(s: PretrainSettings) -> None:
     """pretrain_cpu.py leaves the geometry to the shards (runs.pretrain fills it in from them);
     without shards (compiling ahead of time, say) it must be given."""
     for key in ("max_seq_length", "max_predictions_per_seq"):
-        if key in config and config[key] is None:
+        if getattr(s, key) is None:
             raise BertJaxError(
                 f"config.{key} is not set (it is the shards' when training): add --config.{key}=N"
             )
 
 
-def _check_default_vocab_size(config: Any, vocab_size: int, shards: RunShards | None) -> None:
+def _check_default_vocab_size(
+    s: PretrainSettings, vocab_size: int, shards: RunShards | None
+) -> None:
     """Without a vocab_file the table takes config.vocab_size; left at BERT's 30522 over shards
     whose stats.json names another vocab, that is a model no vocab fits (a larger size set on
     purpose, e.g. padded, stays allowed)."""
     if vocab_size != BERT_VOCAB_SIZE:
         return
-    train = next((r for r in run_shards(config, shards) if r.key == "train_files"), None)
+    train = next((r for r in run_shards(s, shards) if r.key == "train_files"), None)
     if train is None:
         return
-    stats, settings = train.path, train.settings
-    saved = settings.get("vocab_size")
+    saved = train.settings.get("vocab_size")
     if saved is not None and int(saved) != vocab_size:
-        fix = settings.get("vocab_file") or "VOCAB (the vocab the shards were written with)"
+        fix = train.settings.get("vocab_file") or "VOCAB (the vocab the shards were written with)"
         raise BertJaxError(
-            f"{stats}: the shards were written with a {saved}-token vocab, and without "
+            f"{train.path}: the shards were written with a {saved}-token vocab, and without "
             f"config.vocab_file the model would have BERT's {vocab_size} rows: add "
             f"--config.vocab_file={fix}"
         )
 
 
 def bert_config_from(config: Any, shards: RunShards | None = None) -> BertConfig:
-    """The encoder a pretraining config trains; `shards`: the run's stats.json records
-    (read here when None)."""
-    _require_geometry(config)
-    vocab_size = int(config.vocab_size)
-    if not config.get("vocab_file"):
-        _check_default_vocab_size(config, vocab_size, shards)
-    if config.get("vocab_file"):
+    """The encoder a pretraining config (or its PretrainSettings) trains; `shards`: the run's
+    stats.json records (read here when None)."""
+    s = pretrain_settings(config)
+    _require_geometry(s)
+    vocab_size = s.vocab_size
+    if s.vocab_file:
         # Ids are line numbers: a repeated token keeps its last id, so the table needs the highest
         # id + 1 rows, not len(vocab) (which would leave the last ids outside it).
-        vocab_size = max(load_vocab(config.vocab_file).values()) + 1
-    family = get_variant(str(config.family))
-    registry.check_preset(family.name, config.objective)
+        vocab_size = max(load_vocab(s.vocab_file).values()) + 1
+    else:
+        _check_default_vocab_size(s, vocab_size, shards)
+    family = get_variant(str(s.family))
+    registry.check_preset(family.name, s.objective)
     switches = {k: v for k, v in family.switches.items() if k not in _SIZE_FIELDS}
-    if config.get("embedding_size") is not None:
-        switches["embedding_size"] = int(config.embedding_size)
-    if config.get("intermediate_size") is not None:  # e.g. ModernBERT's GeGLU widths
-        switches["intermediate_size"] = int(config.intermediate_size)
+    if s.embedding_size is not None:
+        switches["embedding_size"] = s.embedding_size
+    if s.intermediate_size is not None:  # e.g. ModernBERT's GeGLU widths
+        switches["intermediate_size"] = s.intermediate_size
     offset = int(switches.get("position_offset", 0))
     # The config's dropout wins over the family's (the recipe configs set the family's values).
     return preset(
-        config.model,
+        s.model,
         **{
             **switches,
             "family": family.name,
             "vocab_size": vocab_size,
-            "max_position_embeddings": max(512, int(config.max_seq_length)) + offset,
-            "dtype": config.dtype,
-            "scan_layers": bool(config.scan_layers),
-            "remat_policy": config.remat_policy,
-            "attention_implementation": config.get("attention_implementation", "xla"),
-            "hidden_dropout_prob": float(config.hidden_dropout_prob),
-            "attention_probs_dropout_prob": float(config.attention_probs_dropout_prob),
-            "causal": objectives.get(config.objective).causal,
+            "max_position_embeddings": max(512, int(s.max_seq_length)) + offset,
+            "dtype": s.dtype,
+            "scan_layers": s.scan_layers,
+            "remat_policy": s.remat_policy,
+            "attention_implementation": s.attention_implementation,
+            "hidden_dropout_prob": s.hidden_dropout_prob,
+            "attention_probs_dropout_prob": s.attention_probs_dropout_prob,
+            "causal": objectives.get(s.objective).causal,
         },
     )
 
 
-def pretraining_task(config: Any, bert_config: BertConfig) -> PretrainingTask:
-    _require_geometry(config)
-    spec = objectives.get(config.objective)
-    masking = None
-    mix_set = any(config.get(k) is not None for k in ("mask_prob", "random_prob"))
-    if mix_set and not config.get("dynamic_masking"):
+def _masking(s: PretrainSettings, spec: Any) -> MaskingSpec | None:
+    """The masks the run draws itself (dynamic masking), or the word boundaries an objective
+    with its own layout reads; None: the shards' static masks."""
+    mix = {k: getattr(s, k) for k in ("mask_prob", "random_prob") if getattr(s, k) is not None}
+    if mix and not s.dynamic_masking:
         raise BertJaxError(
             "config.mask_prob/random_prob apply to dynamic masking: set dynamic_masking=True, "
             "or give the mix to create-pretraining-data (--mask_prob/--random_prob) for static "
             "shards"
         )
-    if config.get("dynamic_masking"):
-        if not config.get("vocab_file"):
+    if s.dynamic_masking:
+        if not s.vocab_file:
             raise BertJaxError("dynamic_masking needs config.vocab_file ([MASK] and specials)")
         if spec.masking is None:
             raise BertJaxError(f"objective {spec.name} masks no tokens: turn dynamic_masking off")
-        rule = spec.masking
-        for key in ("mask_prob", "random_prob"):
-            if config.get(key) is not None:
-                rule = dataclasses.replace(rule, **{key: float(config[key])})
-        masking = MaskingSpec.from_vocab_file(config.vocab_file, config.masked_lm_prob, rule=rule)
-    if spec.layout is not None and masking is None and config.get("vocab_file"):
-        masking = MaskingSpec.from_vocab_file(config.vocab_file)  # word boundaries ("##")
+        rule = dataclasses.replace(spec.masking, **mix)
+        return MaskingSpec.from_vocab_file(s.vocab_file, s.masked_lm_prob, rule=rule)
+    if spec.layout is not None and s.vocab_file:
+        return MaskingSpec.from_vocab_file(s.vocab_file)  # word boundaries ("##")
+    return None
+
+
+def pretraining_task(config: Any, bert_config: BertConfig) -> PretrainingTask:
+    """The task of a pretraining config (or its PretrainSettings) for the encoder `bert_config`."""
+    s = pretrain_settings(config)
+    _require_geometry(s)
+    spec = objectives.get(s.objective)
     return PretrainingTask(
         bert_config,
-        int(config.global_batch_size),
-        int(config.max_seq_length),
-        int(config.max_predictions_per_seq),
+        s.global_batch_size,
+        int(s.max_seq_length),
+        int(s.max_predictions_per_seq),
         objective=spec.name,
-        train_files=_files(config.train_files),
-        eval_files=_files(config.eval_files),
-        seed=int(config.seed),
-        dynamic_masking=masking,
-        eval_batch_size=int(config.eval_batch_size) or None,
-        max_eval_steps=int(config.max_eval_steps),
-        generator_size=float(config.generator_size),
-        pack_sequences=int(config.get("pack_sequences") or 1),
+        train_files=_files(s.train_files),
+        eval_files=_files(s.eval_files),
+        seed=s.seed,
+        dynamic_masking=_masking(s, spec),
+        eval_batch_size=s.eval_batch_size or None,
+        max_eval_steps=s.max_eval_steps,
+        generator_size=s.generator_size,
+        pack_sequences=s.pack_sequences or 1,
     )

@@ -25,6 +25,7 @@ from bert_jax.input.geometry import (
     read_run_shards,
     with_shard_geometry,
 )
+from bert_jax.pretraining.settings import pretrain_settings
 from bert_jax.tokenization.byte_bpe import file_set_of, is_byte_bpe_file
 from bert_jax.train.loop import TrainResult, maybe_initialize_distributed, train
 from bert_jax.train.settings import train_settings
@@ -67,25 +68,26 @@ def _pretrain(config: Any, workdir: str, batches: Any = None) -> TrainResult:
     settings = train_settings(config)  # checked before the model, the vocab or the workdir
     config = with_shard_geometry(config, shards)  # max_seq_length etc. left unset: the shards'
     check_shard_geometry(config, shards)  # the shards' max_seq_length etc.
+    run = pretrain_settings(config)  # the pretraining keys, typed, read from here on
     maybe_initialize_distributed(settings)
-    task = pretraining_task_of(config, shards=shards)
+    task = pretraining_task_of(run, shards=shards)
     bert_config = task.bert_config  # a distillation task's is the student's
     wd = epath.Path(workdir)
-    if config.init_checkpoint:
-        family.check_init_checkpoint(config.init_checkpoint)
-    init = _init_params_fn(config.init_checkpoint, bert_config) if config.init_checkpoint else None
-    if config.get("teacher"):
-        if config.init_checkpoint:
+    if run.init_checkpoint:
+        family.check_init_checkpoint(run.init_checkpoint)
+    init = _init_params_fn(run.init_checkpoint, bert_config) if run.init_checkpoint else None
+    if run.teacher:
+        if run.init_checkpoint:
             raise BertJaxError("config.teacher initialises the student: clear init_checkpoint")
         init = task.student_init
-    if jax.process_index() == 0 and config.get("vocab_file"):
+    if jax.process_index() == 0 and run.vocab_file:
         wd.mkdir(parents=True, exist_ok=True)
-        if is_byte_bpe_file(config.vocab_file):  # RoBERTa's vocab.json + merges.txt
-            for name, src in file_set_of(config.vocab_file).items():
+        if is_byte_bpe_file(run.vocab_file):  # RoBERTa's vocab.json + merges.txt
+            for name, src in file_set_of(run.vocab_file).items():
                 if not (wd / name).exists():
                     src.copy(wd / name)
         elif not (wd / "vocab.txt").exists():  # lets load_pretrained(workdir) find the vocab
-            epath.Path(config.vocab_file).copy(wd / "vocab.txt")
+            epath.Path(run.vocab_file).copy(wd / "vocab.txt")
     result = train(
         config,
         task,
@@ -96,11 +98,11 @@ def _pretrain(config: Any, workdir: str, batches: Any = None) -> TrainResult:
         preflight=check_trainer_fits,
         settings=settings,
     )
-    if config.get("export_hf_dir") and not result.preempted:
+    if run.export_hf_dir and not result.preempted:
         # A collective: every process takes part, so sharded weights spanning hosts are whole.
         params = multihost_utils.process_allgather(result.state.params, tiled=True)
         if jax.process_index() == 0:
-            vocab = config.vocab_file or None
-            for line in family.export_pretrained(task, params, config.export_hf_dir, vocab):
+            vocab = run.vocab_file or None
+            for line in family.export_pretrained(task, params, run.export_hf_dir, vocab):
                 print(line)
     return result
