@@ -14,6 +14,7 @@ their own keys and are not read through it."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import typing
 from typing import Any
 
@@ -83,10 +84,14 @@ def pretrain_settings(config: Any) -> PretrainSettings:
     config lacks take the schema's value."""
     if isinstance(config, PretrainSettings):
         return config
-    schema = pretrain_config()
-    values = {}
-    for field in dataclasses.fields(PretrainSettings):
-        key = field.name
-        default = _NOT_IN_SCHEMA[key] if key in _NOT_IN_SCHEMA else schema[key]
-        values[key] = _typed(key, config.get(key, default))
+    defaults = _defaults()
+    values = {key: _typed(key, config.get(key, default)) for key, default in defaults.items()}
     return PretrainSettings(**values)
+
+
+@functools.cache
+def _defaults() -> dict[str, Any]:
+    """Each field's value in the schema (built once per process)."""
+    schema = pretrain_config()
+    return {f.name: _NOT_IN_SCHEMA[f.name] if f.name in _NOT_IN_SCHEMA else schema[f.name]
+            for f in dataclasses.fields(PretrainSettings)}  # fmt: skip

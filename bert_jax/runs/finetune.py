@@ -93,15 +93,16 @@ def predict(trainer, params, arrays: dict[str, np.ndarray], batch_size: int):
 
 
 def run_once(
-    cfg, job, pre, workdir: str | epath.Path, family: registry.Architecture, start: Any
-) -> dict[str, float]:
+    cfg, job, pre, workdir: str | epath.Path, family: registry.Architecture, encoder: Any,
+    start: Any,
+) -> dict[str, float]:  # fmt: skip
     """Train one model (`cfg` from `run_config`) with the shared loop and score the dev split(s).
-    `family`: the run's architecture; `start`: how its model starts
-    (`bert_jax.tasks.model_start`); both chosen once per job by `finetune`."""
+    `family`: the run's architecture; `encoder`: its model config; `start`: how its model starts
+    (`bert_jax.tasks.model_start`); all three chosen once per job by `finetune`."""
     workdir = epath.Path(workdir)
-    encoder = encoder_config(cfg, pre.config, family)
-    batch = job.rows_per_step(cfg.train_batch_size, run_mesh(cfg))
-    begun = start.start(cfg, job, encoder, pre, batch)
+    mesh = run_mesh(cfg)
+    batch = job.rows_per_step(cfg.train_batch_size, mesh)
+    begun = start.start(job, encoder, pre, batch, cfg.seed, cfg.learning_rate)
     task = begun.task
     result = loop.train(
         cfg,
@@ -110,7 +111,7 @@ def run_once(
         workdir_config=family.workdir_record(pre),
         init_params=begun.init,
         batches=TrainBatches(begun.train, batch, cfg.seed),
-        mesh=run_mesh(cfg),
+        mesh=mesh,
         preflight=check_trainer_fits,
     )
     result.require_finished(workdir, cfg.train_steps)
@@ -150,6 +151,9 @@ def finetune(cfg, workdir: str | epath.Path) -> dict[str, float]:
         write_curves(workdir, final=metrics)  # the run's last lines: the PNG, the events
         return metrics
     tokenizer, pre, lower = family.load_for_finetuning(cfg)
+    # the encoder every run trains: checked before the data is read
+    encoder = encoder_config(pre.config, family, cfg.dtype, cfg.get("dropout"),
+                             cfg.get("attention_implementation", "xla"))  # fmt: skip
     job = make_job(cfg, do_lower_case=lower)
     if cfg.get("pack_examples", False):
         job = PackedJob(job, cfg, family.padding_side)
@@ -179,14 +183,15 @@ def finetune(cfg, workdir: str | epath.Path) -> dict[str, float]:
         grid = [(cfg.learning_rate, cfg.num_train_epochs, cfg.train_batch_size)]
     n = job.num_train_examples
     if len(grid) == 1 and len(seeds) == 1:
-        return run_once(run_config(cfg, n, *grid[0], seeds[0]), job, pre, workdir, family, start)
+        return run_once(run_config(cfg, n, *grid[0], seeds[0]), job, pre, workdir, family, encoder,
+                        start)  # fmt: skip
     points = []
     for lr, ep, bs in grid:
         name = f"lr{lr:g}_ep{ep:g}_bs{bs}"
         point_dir = workdir / "runs" / name
         runs = [
             run_once(run_config(cfg, n, lr, ep, bs, s), job, pre, point_dir / f"seed{s}", family,
-                     start)  # fmt: skip
+                     encoder, start)  # fmt: skip
             for s in seeds
         ]
         summary = _summary(runs)

@@ -98,7 +98,9 @@ class FeatureTaggingTask:
         return 3.0 * global_batch_size * self.max_seq_length * per_tok
 
 
-def prepare(cfg, job, bert: BertConfig, bert_params: dict, batch: int):
+def prepare(
+    job: Any, bert: BertConfig, bert_params: dict, batch: int, max_seq_length: int, lstm_size: int
+):
     """The BiLSTM task and its training arrays; adds `features` to the job's dev splits."""
     feats = last_four_layers(bert, bert_params, job.train)
     train = {k: job.train[k] for k in ("input_mask", "labels", "label_weights")}
@@ -106,7 +108,5 @@ def prepare(cfg, job, bert: BertConfig, bert_params: dict, batch: int):
     for split in job.evals:
         if "features" not in split.arrays:
             split.arrays["features"] = last_four_layers(bert, bert_params, split.arrays)
-    task = FeatureTaggingTask(
-        feats.shape[-1], job.num_labels, batch, cfg.max_seq_length, cfg.lstm_size
-    )
+    task = FeatureTaggingTask(feats.shape[-1], job.num_labels, batch, max_seq_length, lstm_size)
     return task, train

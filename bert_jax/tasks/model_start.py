@@ -8,9 +8,10 @@ each run (seed, sweep point) trains what it is handed without asking the config 
 - `FeatureBased` (the paper's Table 7): the frozen encoder's last four layers are features, and
   a BiLSTM tagger is trained on them.
 
-`start(cfg, job, encoder, pre, batch)` returns the training Task, its training arrays and the
-initial params (None: the Task's own init). `encoder_config` is the run's encoder: the
-checkpoint's, with the config's dropout and attention kernel."""
+`model_start` reads the config once per job; each run's `start(job, encoder, pre, batch, seed,
+learning_rate)` returns the training Task, its training arrays and the initial params (None:
+the Task's own init). `encoder_config` is the job's encoder: the checkpoint's, with the
+config's dropout and attention kernel."""
 
 from __future__ import annotations
 
@@ -38,57 +39,74 @@ class Start:
 @dataclasses.dataclass(frozen=True)
 class FineTuned:
     family: registry.Architecture
+    head_learning_rate: float = 0.0  # > 0: the heads' own rate (checked up front)
+    random_init: bool = False  # the encoder too starts fresh (the "random init" baseline)
 
-    def task(self, cfg: Any, job: Any, encoder: Any, batch: int) -> Any:
+    def task(self, job: Any, encoder: Any, batch: int, learning_rate: float) -> Any:
         task = job.train_task(encoder, batch)
-        if head_lr := cfg.get("head_learning_rate", 0.0):  # checked > 0 up front
-            task.head_lr_scale = head_lr / cfg.learning_rate
+        if self.head_learning_rate:
+            task.head_lr_scale = self.head_learning_rate / learning_rate
             task.encoder_scope = self.family.encoder_scope
         return task
 
-    def init(self, cfg: Any, task: Any, encoder: Any, pre: Any) -> Any:
-        random = bool(cfg.random_init)
+    def init(self, task: Any, encoder: Any, pre: Any, seed: int) -> Any:
         scope = self.family.encoder_scope
-        init = fresh_params(task, cfg.seed, encoder.initializer_range, random_encoder=random,
-                            encoder_scope=scope)  # fmt: skip
-        return init if random else graft_encoder(init, pre.params, scope)
+        init = fresh_params(task, seed, encoder.initializer_range,
+                            random_encoder=self.random_init, encoder_scope=scope)  # fmt: skip
+        return init if self.random_init else graft_encoder(init, pre.params, scope)
 
-    def start(self, cfg: Any, job: Any, encoder: Any, pre: Any, batch: int) -> Start:
-        task = self.task(cfg, job, encoder, batch)
-        return Start(task, job.train, self.init(cfg, task, encoder, pre))
+    def start(
+        self, job: Any, encoder: Any, pre: Any, batch: int, seed: int, learning_rate: float
+    ) -> Start:
+        task = self.task(job, encoder, batch, learning_rate)
+        return Start(task, job.train, self.init(task, encoder, pre, seed))
 
 
 @dataclasses.dataclass(frozen=True)
 class Distilled(FineTuned):
-    distill: Distillation
+    distill: Distillation | None = None
 
-    def task(self, cfg: Any, job: Any, encoder: Any, batch: int) -> Any:
-        return self.distill.wrap(super().task(cfg, job, encoder, batch))
+    def task(self, job: Any, encoder: Any, batch: int, learning_rate: float) -> Any:
+        return self.distill.wrap(super().task(job, encoder, batch, learning_rate))
 
-    def init(self, cfg: Any, task: Any, encoder: Any, pre: Any) -> Any:
-        return self.distill.add_teacher(super().init(cfg, task, encoder, pre))
+    def init(self, task: Any, encoder: Any, pre: Any, seed: int) -> Any:
+        return self.distill.add_teacher(super().init(task, encoder, pre, seed))
 
 
+@dataclasses.dataclass(frozen=True)
 class FeatureBased:
-    def start(self, cfg: Any, job: Any, encoder: Any, pre: Any, batch: int) -> Start:
-        task, train = feature_ner.prepare(cfg, job, encoder, pre.params["bert"], batch)
+    max_seq_length: int
+    lstm_size: int  # units per direction of the BiLSTM
+
+    def start(
+        self, job: Any, encoder: Any, pre: Any, batch: int, seed: int, learning_rate: float
+    ) -> Start:
+        del seed, learning_rate  # the tagger takes its init from its own Task
+        task, train = feature_ner.prepare(job, encoder, pre.params["bert"], batch,
+                                          self.max_seq_length, self.lstm_size)  # fmt: skip
         return Start(task, train, None)
 
 
 def model_start(
     cfg: Any, family: registry.Architecture, distill: Distillation | None
 ) -> FineTuned | FeatureBased:
-    """The start every run of this job takes."""
+    """The start every run of this job takes, with the config's values it needs."""
     if cfg.get("feature_based", False):
-        return FeatureBased()
-    return Distilled(family, distill) if distill else FineTuned(family)
+        return FeatureBased(int(cfg.max_seq_length), int(cfg.lstm_size))
+    head_lr, random = float(cfg.get("head_learning_rate", 0.0)), bool(cfg.random_init)
+    if distill:
+        return Distilled(family, head_lr, random, distill)
+    return FineTuned(family, head_lr, random)
 
 
-def encoder_config(cfg: Any, pre_config: Any, family: registry.Architecture) -> Any:
-    """The checkpoint's encoder config in the run's dtype, with config.dropout and
-    config.attention_implementation applied where the architecture has them."""
-    encoder = pre_config.replace(dtype=cfg.dtype)
-    if (rate := cfg.get("dropout")) is not None:
+def encoder_config(
+    pre_config: Any, family: registry.Architecture, dtype: Any, rate: float | None, kernel: str
+) -> Any:
+    """The checkpoint's encoder config in the run's dtype, with config.dropout (`rate`, None:
+    the checkpoint's) and config.attention_implementation (`kernel`) applied where the
+    architecture has them."""
+    encoder = pre_config.replace(dtype=dtype)
+    if rate is not None:
         fields = ("hidden_dropout_prob", "attention_probs_dropout_prob")
         if not all(hasattr(encoder, f) for f in fields):
             raise BertJaxError(f"config.dropout: {family.title} names its dropout otherwise; "
@@ -96,7 +114,7 @@ def encoder_config(cfg: Any, pre_config: Any, family: registry.Architecture) -> 
         if not 0.0 <= rate < 1.0:
             raise BertJaxError(f"config.dropout={rate}: must be in [0, 1)")
         encoder = encoder.replace(**dict.fromkeys(fields, float(rate)))
-    if (kernel := cfg.get("attention_implementation", "xla")) != "xla":
+    if kernel != "xla":
         if not hasattr(encoder, "attention_implementation"):  # XLNet, T5: their own attention
             raise BertJaxError(f"attention_implementation {kernel!r}: {family.name} has only xla")
         if getattr(encoder, "attention_probs_dropout_prob", 0):  # a kernel keeps no probabilities
