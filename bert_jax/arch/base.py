@@ -27,6 +27,11 @@ TEACHER_IS_BERT = (
 )
 
 
+# Fine-tuning keys only BERT's heads and checkpoints serve (a "+ BiLSTM", frozen features, its
+# bottom layers).
+BERT_ONLY_KEYS = ("feature_based", "bilstm_size", "init_num_layers")
+
+
 @dataclasses.dataclass(frozen=True)
 class FineTuned:
     """A model with its task head, from a fine-tuning workdir or a Hugging Face directory (what
@@ -84,6 +89,9 @@ class Architecture:
     # Why a command refuses this family where its capability above is off, keyed by the
     # command's name in `bert_jax.arch.table` (README's table and the commands' errors).
     refusals: ClassVar[dict[str, str]] = {}
+    # Its fine-tuning heads by task: "classification" and "tagging" classes take (config,
+    # num_labels), "multiple choice" and "span QA" classes take (config).
+    task_heads: ClassVar[dict[str, Any]] = {}
 
     def unsupported(self, what: str) -> BertJaxError:
         return BertJaxError(f"{what}: not built for {self.title}")
@@ -137,17 +145,35 @@ class Architecture:
         """The model entry a fine-tuning workdir's config.json keeps for `pre`."""
         return {"bert": pre.config.to_dict()}
 
+    def refuse_bert_only_keys(self, cfg: Any, path: Any) -> None:
+        """Fine-tuning keys that only BERT's heads and checkpoints serve, refused by name."""
+        for key in BERT_ONLY_KEYS:
+            if cfg.get(key):
+                raise BertJaxError(f"config {key}: not built for {self.title} ({path} holds "
+                                   f"a {self.title} checkpoint)")  # fmt: skip
+
+    # One head class per task, by the task it serves (`task_heads`); a task not listed is
+    # refused by name, and so is a "+ BiLSTM" (bilstm_size > 0). BERT overrides the four
+    # methods below: its heads come with and without the BiLSTM.
+    def _task_head(self, task: str, bilstm_size: int) -> Any:
+        if task not in self.task_heads:
+            raise self.unsupported(task)
+        if bilstm_size:
+            raise BertJaxError(f"bilstm_size: not built for {self.title} (its heads: "
+                               f"{', '.join(self.task_heads)})")  # fmt: skip
+        return self.task_heads[task]
+
     def classifier(self, config: Any, num_labels: int, bilstm_size: int = 0) -> Any:
-        raise self.unsupported("classification")
+        return self._task_head("classification", bilstm_size)(config, num_labels)
 
     def multiple_choice(self, config: Any, bilstm_size: int = 0) -> Any:
-        raise self.unsupported("multiple choice")
+        return self._task_head("multiple choice", bilstm_size)(config)
 
     def tagger(self, config: Any, num_labels: int, bilstm_size: int = 0) -> Any:
-        raise self.unsupported("tagging")
+        return self._task_head("tagging", bilstm_size)(config, num_labels)
 
     def span_model(self, config: Any, bilstm_size: int = 0) -> Any:
-        raise self.unsupported("span QA")
+        return self._task_head("span QA", bilstm_size)(config)
 
     def encoder_flops_per_token(self, config: Any, seq_len: int) -> float:
         raise self.unsupported("FLOPs counting")

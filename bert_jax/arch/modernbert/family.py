@@ -26,8 +26,6 @@ from bert_jax.interop.workdir_params import restore_workdir_params
 from bert_jax.task_family_key import saved_task_family
 from bert_jax.tokenization.directory import check_vocab_fits, open_tokenizer, tokenizer_file_in
 
-_NOT_BUILT = "not built for ModernBERT (its heads read the encoder directly)"
-
 
 @dataclasses.dataclass(frozen=True)
 class ModernBertPretrained:
@@ -56,6 +54,12 @@ class ModernBertFamily(Architecture):
     converts_own_files: ClassVar[bool] = True
     refusals: ClassVar[dict[str, str]] = {
         "generate": f"ModernBERT is a bidirectional masked-LM encoder; {GENERATES}",
+    }
+    task_heads: ClassVar[dict[str, Any]] = {
+        "classification": modernbert_heads.ModernBertForSequenceClassification,
+        "multiple choice": modernbert_heads.ModernBertForMultipleChoice,
+        "tagging": modernbert_heads.ModernBertForTokenClassification,
+        "span QA": modernbert_heads.ModernBertForQuestionAnswering,
     }
 
     # ---- pretraining ------------------------------------------------------------------------
@@ -89,11 +93,7 @@ class ModernBertFamily(Architecture):
     # ---- fine-tuning ------------------------------------------------------------------------
     def load_for_finetuning(self, cfg: Any) -> tuple[Any, ModernBertPretrained, bool]:
         path = epath.Path(cfg.init_checkpoint)
-        for key in ("feature_based", "bilstm_size", "init_num_layers"):
-            if cfg.get(key):
-                raise BertJaxError(
-                    f"config {key}: not built for ModernBERT ({path} is a ModernBERT directory)"
-                )
+        self.refuse_bert_only_keys(cfg, path)
         vocab = epath.Path(cfg.vocab_file) if cfg.vocab_file else tokenizer_file_in(path)
         if vocab is None or not vocab.exists():
             raise BertJaxError(
@@ -116,22 +116,6 @@ class ModernBertFamily(Architecture):
 
     def workdir_record(self, pre: Any) -> dict[str, Any]:
         return {"modernbert": pre.config.to_hf_dict()}
-
-    def classifier(self, config: Any, num_labels: int, bilstm_size: int = 0) -> Any:
-        self._no_bilstm(bilstm_size)
-        return modernbert_heads.ModernBertForSequenceClassification(config, num_labels)
-
-    def multiple_choice(self, config: Any, bilstm_size: int = 0) -> Any:
-        self._no_bilstm(bilstm_size)
-        return modernbert_heads.ModernBertForMultipleChoice(config)
-
-    def tagger(self, config: Any, num_labels: int, bilstm_size: int = 0) -> Any:
-        self._no_bilstm(bilstm_size)
-        return modernbert_heads.ModernBertForTokenClassification(config, num_labels)
-
-    def span_model(self, config: Any, bilstm_size: int = 0) -> Any:
-        self._no_bilstm(bilstm_size)
-        return modernbert_heads.ModernBertForQuestionAnswering(config)
 
     def encoder_flops_per_token(self, config: Any, seq_len: int) -> float:
         return modernbert_pretraining.flops_per_token(config, seq_len)
@@ -158,6 +142,3 @@ class ModernBertFamily(Architecture):
             label_names=tuple(str(id2label.get(str(i), "")) for i in range(len(id2label))),
         )  # fmt: skip
 
-    def _no_bilstm(self, bilstm_size: int) -> None:
-        if bilstm_size:
-            raise BertJaxError(f"bilstm_size: {_NOT_BUILT}")

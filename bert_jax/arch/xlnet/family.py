@@ -31,8 +31,6 @@ from bert_jax.tokenization.directory import (
     tokenizer_file_in,
 )
 
-_BUILT_HEADS = "not built for XLNet (classification, tagging, span QA)"
-
 
 @dataclasses.dataclass(frozen=True)
 class XLNetPretrained:
@@ -63,6 +61,11 @@ class XLNetFamily(Architecture):
         "distillation teacher": TEACHER_IS_BERT,
     }
     attention_maps: ClassVar[tuple[str, ...]] = ("encoder",)  # the content stream's
+    task_heads: ClassVar[dict[str, Any]] = {
+        "classification": xlnet_heads.XLNetForSequenceClassification,
+        "tagging": xlnet_heads.XLNetForTokenClassification,
+        "span QA": xlnet_heads.XLNetForQuestionAnsweringSimple,
+    }
 
     # ---- pretraining ------------------------------------------------------------------------
     def pretraining_model(self, bert_config: Any, objective: Any, generator_size: float) -> Any:
@@ -95,11 +98,7 @@ class XLNetFamily(Architecture):
 
     def load_for_finetuning(self, cfg: Any) -> tuple[Any, XLNetPretrained, bool]:
         path = epath.Path(cfg.init_checkpoint)
-        for key in ("feature_based", "bilstm_size", "init_num_layers"):
-            if cfg.get(key):
-                raise BertJaxError(
-                    f"config {key}: not built for XLNet ({path} is an XLNet directory)"
-                )
+        self.refuse_bert_only_keys(cfg, path)
         spiece = epath.Path(cfg.vocab_file) if cfg.vocab_file else tokenizer_file_in(path)
         if spiece is None or not spiece.exists():
             raise BertJaxError(
@@ -116,24 +115,6 @@ class XLNetFamily(Architecture):
     def workdir_record(self, pre: Any) -> dict[str, Any]:
         return {"xlnet": pre.config.to_hf()}
 
-    def classifier(self, config: Any, num_labels: int, bilstm_size: int = 0) -> Any:
-        self._no_bilstm(bilstm_size)
-        return xlnet_heads.XLNetForSequenceClassification(config, num_labels)
-
-    def tagger(self, config: Any, num_labels: int, bilstm_size: int = 0) -> Any:
-        self._no_bilstm(bilstm_size)
-        return xlnet_heads.XLNetForTokenClassification(config, num_labels)
-
-    def span_model(self, config: Any, bilstm_size: int = 0) -> Any:
-        self._no_bilstm(bilstm_size)
-        return xlnet_heads.XLNetForQuestionAnsweringSimple(config)
-
-    def multiple_choice(self, config: Any, bilstm_size: int = 0) -> Any:
-        raise BertJaxError(f"multiple choice: {_BUILT_HEADS}")
-
     def encoder_flops_per_token(self, config: Any, seq_len: int) -> float:
         return xlnet_pretraining.content_flops_per_token(config, seq_len)
 
-    def _no_bilstm(self, bilstm_size: int) -> None:
-        if bilstm_size:
-            raise BertJaxError(f"bilstm_size: {_BUILT_HEADS}")
