@@ -83,3 +83,36 @@ def test_compile_prints_a_consistent_roofline_and_census():
     # compiler's estimated cycles): the bulk bits are no threefry fusions.
     assert "random bits (XLA's generator)" in census
     assert np.isfinite([peak, bw, flops, bytes_, model]).all()
+
+
+_DROPOUT_BITS = """
+import re, sys
+import bert_jax  # sets the libtpu flag before JAX meets the TPU
+import jax, jax.numpy as jnp, numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from bert_jax.aot.topology import resolve_slice
+
+mesh = Mesh(np.array(resolve_slice("v4-8").devices()), ("data",))
+rows = NamedSharding(mesh, P("data"))
+
+def dropout(x, key_data):
+    keep = jax.random.bernoulli(jax.random.wrap_key_data(key_data, impl="unsafe_rbg"), 0.9, x.shape)
+    return jnp.where(keep, x / 0.9, 0)
+
+x = jax.ShapeDtypeStruct((32, 4, 128), jnp.bfloat16, sharding=rows)
+key = jax.ShapeDtypeStruct((4,), jnp.uint32, sharding=NamedSharding(mesh, P()))
+text = jax.jit(dropout, out_shardings=rows).lower(x, key).compile().as_text()
+print(re.findall(r"u32\\[(\\d+),4,128\\][^ ]* rng-bit-generator", text))
+"""
+
+
+@pytest.mark.parametrize("flag", ["", "--xla_tpu_spmd_rng_bit_generator_unsafe=false"])
+def test_tpu_dropout_bits_are_drawn_per_device(flag):
+    """Dropout masks from XLA's generator (unsafe_rbg, the TPU default) on a batch-sharded v4-8
+    step: each of the 4 devices draws its own 8 rows of bits, not the global batch's 32 (what
+    libtpu does without the flag bert_jax sets; a user's own value for it is kept)."""
+    env = dict(os.environ, ALLOW_MULTIPLE_LIBTPU_LOAD="1", LIBTPU_INIT_ARGS=flag)
+    proc = subprocess.run([sys.executable, "-c", _DROPOUT_BITS], capture_output=True, text=True,
+                          env=env, timeout=600, cwd=REPO)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == ("['8']" if not flag else "['32']"), proc.stdout

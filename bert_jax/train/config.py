@@ -45,8 +45,9 @@ def training_config() -> ml_collections.ConfigDict:
     c.seed = 0  # initialisation, dropout, data order and masking
     # The generator of dropout masks: threefry (JAX's counter-based hash: the same masks on any
     # mesh) | rbg | unsafe_rbg (XLA's RngBitGenerator: the TPU's hardware generator, Philox
-    # elsewhere; other masks, the same for a fixed mesh) | auto (unsafe_rbg on TPU, where the
-    # hash took about a sixth of the compiled step's estimated cycles, threefry elsewhere).
+    # elsewhere; other masks, the same for a fixed mesh; each device draws its own rows' bits,
+    # bert_jax/__init__.py) | auto (unsafe_rbg on TPU, where the hash took about a sixth of the
+    # compiled step's estimated cycles, threefry elsewhere).
     c.dropout_prng = "auto"
     c.dtype = "float32"  # compute dtype; parameters and optimizer state stay float32
 
