@@ -108,3 +108,27 @@ def test_default_vocab_size_over_shards_of_a_smaller_vocab_is_refused(tmp_path, 
     assert bert_config_from(config).vocab_size == 3072
     config.vocab_file = str(small)  # the fix the error names
     assert bert_config_from(config).vocab_size == 3000
+
+
+def test_a_run_reads_its_shards_records_once(shards, uncased_vocab, monkeypatch):
+    """runs.pretrain reads the stats.json records once and hands them on: the objective, geometry
+    and vocabulary checks and the task read none again (called on their own, each reads them)."""
+    from bert_jax.aot.pretraining import pretraining_task_of
+    from bert_jax.input import geometry
+    from bert_jax.pretraining.settings import pretrain_settings
+
+    config = pretrain_cpu.get_config()
+    config.train_files, config.eval_files = str(shards / "shard-*"), str(shards / "shard-*")
+    config.vocab_file = str(uncased_vocab)
+    shards_read = geometry.read_run_shards(config)
+    assert [r.key for r in shards_read] == ["train_files", "eval_files"]
+    reads = []
+    original = geometry.shard_settings
+    monkeypatch.setattr(geometry, "shard_settings", lambda f: reads.append(f) or original(f))
+    geometry.check_shard_objective(config, shards_read)
+    config = geometry.with_shard_geometry(config, shards_read)  # unset in pretrain_cpu: filled
+    geometry.check_shard_geometry(config, shards_read)
+    task = pretraining_task_of(pretrain_settings(config), shards=shards_read)
+    assert reads == [] and (task.max_seq_length, task.max_predictions_per_seq) == (128, 20)
+    geometry.check_shard_geometry(config)  # on its own: reads the records itself
+    assert len(reads) == 2
