@@ -18,8 +18,8 @@ import functools
 import typing
 from typing import Any
 
-from bert_jax.errors import BertJaxError
 from bert_jax.train.config import pretrain_config
+from bert_jax.train.settings import typed_value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,22 +61,7 @@ class PretrainSettings:
 
 
 _TYPES = typing.get_type_hints(PretrainSettings)
-_CASTS = {int: int, float: float, bool: bool, int | None: int, float | None: float}
 _NOT_IN_SCHEMA = {"intermediate_size": None}
-
-
-def _typed(key: str, value: Any) -> Any:
-    cast = _CASTS.get(_TYPES[key])
-    if cast is None or value is None:
-        return value
-    if cast is bool:
-        if not isinstance(value, (bool, int)):
-            raise BertJaxError(f"config.{key}={value!r}: expected True or False")
-        return bool(value)
-    try:
-        return cast(value)
-    except (TypeError, ValueError):
-        raise BertJaxError(f"config.{key}={value!r}: expected {cast.__name__}") from None
 
 
 def pretrain_settings(config: Any) -> PretrainSettings:
@@ -85,7 +70,8 @@ def pretrain_settings(config: Any) -> PretrainSettings:
     if isinstance(config, PretrainSettings):
         return config
     defaults = _defaults()
-    values = {key: _typed(key, config.get(key, default)) for key, default in defaults.items()}
+    values = {key: typed_value(key, config.get(key, default), _TYPES[key])
+              for key, default in defaults.items()}  # fmt: skip
     return PretrainSettings(**values)
 
 

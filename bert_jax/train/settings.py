@@ -60,8 +60,16 @@ _TYPES = typing.get_type_hints(TrainSettings)
 _CASTS = {int: int, float: float, str: str, bool: bool}
 
 
-def _typed(key: str, value: Any) -> Any:
-    cast = _CASTS.get(_TYPES[key])
+def typed_value(key: str, value: Any, annotation: Any) -> Any:
+    """config.`key`'s `value` as its settings field's `annotation` says: int, float, str or bool
+    (also as `X | None`); None stays None and other annotations take the value as given. Also
+    what pretraining's settings (bert_jax.pretraining.settings) read their keys with."""
+    if value is None:
+        return None
+    kinds = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if len(kinds) == 1 and type(None) in typing.get_args(annotation):
+        annotation = kinds[0]  # X | None
+    cast = _CASTS.get(annotation)
     if cast is None:
         return value
     if cast is bool and not isinstance(value, (bool, int)):
@@ -82,7 +90,7 @@ def train_settings(config: Any) -> TrainSettings:
     for field in dataclasses.fields(TrainSettings):
         key = field.name
         value = config[key] if key in config and config[key] is not None else schema[key]
-        values[key] = _typed(key, value)
+        values[key] = typed_value(key, value, _TYPES[key])
     _check_recipe(values)
     values["mesh"] = {axis: int(size) for axis, size in dict(values["mesh"]).items()}
     values["logical_axis_rules"] = rules_from_config(values["logical_axis_rules"])
