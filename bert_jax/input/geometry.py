@@ -80,6 +80,11 @@ def run_shards(config: Any, shards: RunShards | None) -> RunShards:
     return read_run_shards(config) if shards is None else shards
 
 
+def train_record(config: Any, shards: RunShards | None) -> ShardStats | None:
+    """The train shards' record among the run's (`run_shards`), None when they have none."""
+    return next((r for r in run_shards(config, shards) if r.key == "train_files"), None)
+
+
 # create-pretraining-data --objective for an objective without a data flag of its own: its pairing.
 _PAIRING_FLAG = {"sentence_pairs": "nsp", "swapped_pairs": "sop", "packed": "full_sentences",
                  "packed_docs": "doc_sentences"}  # fmt: skip
@@ -171,7 +176,7 @@ def with_shard_geometry(config: Any, shards: RunShards | None = None) -> Any:
     found: dict[str, Any] = {}
     where = "the shards"
     if config.get("train_files"):
-        train = next((r for r in run_shards(config, shards) if r.key == "train_files"), None)
+        train = train_record(config, shards)
         if train is not None:
             found, where = train.settings, str(train.path)
         else:

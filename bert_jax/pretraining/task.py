@@ -25,7 +25,7 @@ from bert_jax.arch.electra.model import DEFAULT_GENERATOR_SIZE
 from bert_jax.config import BertConfig, preset
 from bert_jax.errors import BertJaxError
 from bert_jax.input import EvalInput, PretrainInput
-from bert_jax.input.geometry import RunShards, run_shards
+from bert_jax.input.geometry import RunShards, train_record
 from bert_jax.objectives.masking import MaskingSpec
 from bert_jax.pretraining.settings import PretrainSettings, pretrain_settings
 from bert_jax.tokenization.vocab import load_vocab
@@ -236,7 +236,7 @@ def _check_default_vocab_size(
     purpose, e.g. padded, stays allowed)."""
     if vocab_size != BERT_VOCAB_SIZE:
         return
-    train = next((r for r in run_shards(s, shards) if r.key == "train_files"), None)
+    train = train_record(s, shards)
     if train is None:
         return
     saved = train.settings.get("vocab_size")
