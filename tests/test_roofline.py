@@ -40,6 +40,10 @@ def test_census_counts_a_known_program_by_its_shapes():
     assert min(i.bytes for i in matmul) >= (64 * 32 + 32 * 16) * 4  # its two operands at least
     assert sum(r[2] for r in census.by_category()) == pytest.approx(census.total_bytes)
     assert type_bytes("(bf16[64,128]{1,0}, u32[2]{0}, s32[])") == 64 * 128 * 2 + 8 + 4
+    # CPU has one memory; a TPU layout's S(n), n > 0, is on-chip and not HBM traffic
+    assert census.total_hbm_bytes == census.total_bytes
+    tpu_pair = "(f32[8,128]{1,0:T(8,128)S(3)}, f32[8,128]{1,0:T(8,128)}, u32[]{:S(2)})"
+    assert type_bytes(tpu_pair, hbm_only=True) == 8 * 128 * 4
 
 
 _NUM = r"([0-9.]+(?:e[+-]?\d+)?)"
@@ -75,9 +79,22 @@ def test_compile_prints_a_consistent_roofline_and_census():
     state = update - grads  # 2 x (params + moments)
     arguments = float(re.search(r"arguments\s+([0-9.]+) GiB", out).group(1)) * 1024**3
     assert state / 2 == pytest.approx(arguments, abs=0.006 * 1024**3)  # printed to 0.01 GiB
+    # The HBM-only bound: the same roofline with the HBM bytes, which are part of the census's
+    hbm, hbm_bound = map(float, re.search(rf"HBM bytes {_NUM} .*MFU bound {_NUM}%", out).groups())
+    expected = model / (peak * 1e12) / max(flops / (peak * 1e12), hbm / (bw * 1e9))
+    assert hbm_bound == pytest.approx(100 * expected, abs=0.06)
+    hbm_ratio = float(re.search(rf"HBM bytes / minimum: {_NUM}x", out).group(1))
+    assert hbm_ratio == pytest.approx(hbm / low, abs=0.006)  # printed to 0.01; the tiny
+    # model's step fits in a v4's on-chip memory, so its HBM bytes fall below the minimum
     census = out[out.index("HLO census") :]
-    shares = [float(s) for s in re.findall(r" ([0-9.]+)%", census.split("largest")[0])]
+    total, in_hbm = map(float, re.search(rf"{_NUM} GB of operands \+ outputs, {_NUM} GB of them "
+                                         "in HBM", census).groups())  # fmt: skip
+    assert 0 < in_hbm < total and in_hbm == pytest.approx(hbm / 1e9, rel=0.01)
+    table = census.split("largest")[0]
+    shares = [float(s) for s in re.findall(r" ([0-9.]+)%", table)]
     assert sum(shares[0::2]) == pytest.approx(100, abs=0.2)  # the bytes column
+    hbm_column = [float(r.split("%")[1].split()[0]) for r in table.splitlines()[2:] if "%" in r]
+    assert sum(hbm_column) == pytest.approx(in_hbm, abs=0.002 * len(hbm_column) + 0.01)
     assert "matrix products" in census and len(census.split("largest 3")[1].splitlines()) >= 4
     # dropout_prng=auto draws the masks with XLA's generator on TPU (the hash was a sixth of the
     # compiler's estimated cycles): the bulk bits are no threefry fusions.

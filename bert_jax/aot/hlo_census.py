@@ -12,6 +12,13 @@ loops, and the rest. Its bytes are its operands' plus its outputs', from
 the shapes printed in the HLO (the way XLA's own `bytes accessed` counts them); TPU compilations
 also carry the compiler's estimated cycles per instruction, summed beside the bytes. This is a
 census of where bytes go, not a timing: on a GPU a profile says where time goes.
+
+Its HBM bytes are the part of them in HBM. A TPU compilation places arrays in on-chip memory
+too: a layout ending `S(n)`, n > 0, names the memory space (memory space 0, printed without
+`S`, is HBM; on v4 the big prefetched arrays sit in `S(3)`). XLA's `bytes accessed` counts an
+operand read from on-chip memory as it counts one read from HBM; the HBM count leaves it out,
+and counts an asynchronous copy or slice between the two once, at its HBM end. That is the
+traffic the chip's HBM bandwidth bounds.
 """
 
 from __future__ import annotations
@@ -25,7 +32,8 @@ _ITEMSIZE = {
     "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4, "u32": 4, "f32": 4,
     "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16,
 }  # fmt: skip
-_ARRAY_RE = re.compile(r"\b([a-z]+[0-9]*[a-z0-9]*)\[([0-9,]*)\]")
+_ARRAY_RE = re.compile(r"\b([a-z]+[0-9]*[a-z0-9]*)\[([0-9,]*)\](\{[^}]*\})?")
+_ON_CHIP_RE = re.compile(r"S\([1-9][0-9]*\)")  # a layout's memory space other than HBM
 _HEADER_RE = re.compile(r"^(ENTRY\s+)?%(\S+)\s+\(.*\{\s*$")
 _INSTR_RE = re.compile(r"^\s*(?:ROOT\s+)?%(\S+)\s+=\s+(.*)$")
 _CALLS_RE = re.compile(r"\b(?:calls|body|condition|to_apply)=%([\w.\-]+)")
@@ -44,6 +52,8 @@ _ELEMENTWISE = {"add", "subtract", "multiply", "divide", "negate", "select", "co
                 "maximum", "power", "sqrt", "rsqrt", "exp", "log", "tanh", "is-finite",
                 "convert", "broadcast", "iota", "reshape", "abs", "sign", "floor"}  # fmt: skip
 _HASH_OPS = {"xor", "shift-left", "shift-right-logical"}
+# threefry's rounds xor; turning bits into floats (`bits >> 9 | one`) shifts but never xors
+_HASH_IN_FUSION = {"xor"}
 _TARGET_RE = re.compile(r'custom_call_target="([^"]*)"')
 
 
@@ -53,6 +63,7 @@ class Instruction:
     opcode: str
     category: str
     bytes: float
+    hbm_bytes: float  # the part of `bytes` in HBM
     cycles: int
     op_name: str  # the JAX operation it came from (metadata), "" when none
 
@@ -65,26 +76,32 @@ class Census:
     def total_bytes(self) -> float:
         return sum(i.bytes for i in self.instructions)
 
-    def by_category(self) -> list[tuple[str, int, float, int]]:
-        """(category, instructions, bytes, estimated cycles), most bytes first."""
+    @property
+    def total_hbm_bytes(self) -> float:
+        return sum(i.hbm_bytes for i in self.instructions)
+
+    def by_category(self) -> list[tuple[str, int, float, int, float]]:
+        """(category, instructions, bytes, estimated cycles, HBM bytes), most bytes first."""
         rows: dict[str, list[float]] = {}
         for i in self.instructions:
-            row = rows.setdefault(i.category, [0, 0.0, 0])
+            row = rows.setdefault(i.category, [0, 0.0, 0, 0.0])
             row[0] += 1
             row[1] += i.bytes
             row[2] += i.cycles
-        out = [(c, int(n), b, int(cy)) for c, (n, b, cy) in rows.items()]
+            row[3] += i.hbm_bytes
+        out = [(c, int(n), b, int(cy), h) for c, (n, b, cy, h) in rows.items()]
         return sorted(out, key=lambda r: -r[2])
 
     def largest(self, n: int) -> list[Instruction]:
         return sorted(self.instructions, key=lambda i: -i.bytes)[:n]
 
 
-def type_bytes(type_text: str) -> float:
-    """Bytes of an HLO type: `bf16[64,128]{1,0}`, a tuple of them, or a token (0)."""
+def type_bytes(type_text: str, hbm_only: bool = False) -> float:
+    """Bytes of an HLO type: `bf16[64,128]{1,0}`, a tuple of them, or a token (0); with
+    `hbm_only`, of the arrays whose layout puts them in HBM."""
     total = 0.0
-    for dtype, dims in _ARRAY_RE.findall(type_text):
-        if dtype not in _ITEMSIZE:
+    for dtype, dims, layout in _ARRAY_RE.findall(type_text):
+        if dtype not in _ITEMSIZE or (hbm_only and _ON_CHIP_RE.search(layout)):
             continue
         n = 1
         for d in filter(None, dims.split(",")):
@@ -169,7 +186,7 @@ def _category(opcode: str, inner: set[str], op_name: str) -> str:
     if opcode in ("rng-bit-generator", "rng") or "rng-bit-generator" in inner:
         return "random bits (XLA's generator)"
     if "random" in inner or any(r in op_name for r in _RANDOM_NAMES):
-        if opcode in _HASH_OPS or inner & _HASH_OPS:  # threefry's rounds: shifts, xors, adds
+        if opcode in _HASH_OPS or inner & _HASH_IN_FUSION:
             return "random bits (threefry hash)"
         return "random bits to dropout masks"
     if opcode == "scatter" or "scatter" in inner:
@@ -207,7 +224,7 @@ def hlo_census(hlo_text: str) -> Census:
         if comp in seen or comp not in comps:
             continue
         seen.add(comp)
-        sizes: dict[str, float] = {}
+        sizes: dict[str, tuple[float, float]] = {}  # name -> (bytes, HBM bytes)
         for line in comps[comp][1]:
             m = _INSTR_RE.match(line)
             if not m:
@@ -215,7 +232,7 @@ def hlo_census(hlo_text: str) -> Census:
             name, rest = m.groups()
             type_text, call = _split_type(rest)
             opcode = call.partition("(")[0]
-            sizes[name] = type_bytes(type_text)
+            sizes[name] = (type_bytes(type_text), type_bytes(type_text, hbm_only=True))
             called = _CALLS_RE.findall(call)
             branches = _BRANCHES_RE.search(call)
             if branches:
@@ -231,17 +248,20 @@ def hlo_census(hlo_text: str) -> Census:
                     inner |= fused.get(c, set())
             op_name = _OP_NAME_RE.search(call)
             cycles = _CYCLES_RE.search(call)
-            traffic = sizes[name] + sum(sizes.get(o, 0.0) for o in _operands(call))
-            if opcode.endswith("-start"):  # (operand(s), result, context): read + write
-                parts = _tuple_parts(type_text)
-                traffic = 2 * type_bytes(parts[1]) if len(parts) > 1 else traffic
+            arrays = [sizes[name], *(sizes.get(o, (0.0, 0.0)) for o in _operands(call))]
+            traffic, hbm = sum(a[0] for a in arrays), sum(a[1] for a in arrays)
+            parts = _tuple_parts(type_text) if opcode.endswith("-start") else []
+            if len(parts) > 1:  # a copy's (result, operand, context), a slice's ((operand),
+                moved = type_bytes(parts[1])  # result, context): reads what it writes
+                ends = [type_bytes(p, hbm_only=True) > 0 for p in parts[:2]]
+                traffic, hbm = 2 * moved, moved * sum(ends)
             category = _category(opcode, inner, op_name.group(1) if op_name else "")
             if opcode == "custom-call":
                 category = f"custom call {target[1] if target else ''}".strip()
             out.append(
                 Instruction(
                     name, opcode, category,
-                    traffic, int(cycles.group(1)) if cycles else 0,
+                    traffic, hbm, int(cycles.group(1)) if cycles else 0,
                     op_name.group(1) if op_name else "",
                 )
             )  # fmt: skip
@@ -260,14 +280,16 @@ def format_census(census: Census, top: int = 10, label: str = "") -> str:
     cycles = sum(i.cycles for i in census.instructions)
     estimate = f", {cycles:.4g} estimated cycles (the TPU compiler's)" if cycles else ""
     lines = [f"HLO census{f' ({label})' if label else ''}: {len(census.instructions)} "
-             f"instructions, {total / 1e9:.3g} GB of operands + outputs{estimate}"]  # fmt: skip
-    head = f"  {'category':<46} {'count':>6} {'GB':>9} {'bytes':>6}"
+             f"instructions, {total / 1e9:.3g} GB of operands + outputs, "
+             f"{census.total_hbm_bytes / 1e9:.3g} GB of them in HBM{estimate}"]  # fmt: skip
+    head = f"  {'category':<46} {'count':>6} {'GB':>9} {'bytes':>6} {'HBM GB':>8}"
     lines.append(head + (f" {'est. cycles':>12}" if cycles else ""))
-    for cat, n, b, cy in census.by_category():
-        row = f"  {cat:<46} {n:>6} {b / 1e9:>9.3f} {100 * b / total:>5.1f}%"
+    for cat, n, b, cy, hbm in census.by_category():
+        row = f"  {cat:<46} {n:>6} {b / 1e9:>9.3f} {100 * b / total:>5.1f}% {hbm / 1e9:>8.3f}"
         lines.append(row + (f" {100 * cy / cycles:>11.1f}%" if cycles else ""))
     if top:
-        lines.append(f"  largest {top} by bytes:")
+        lines.append(f"  largest {top} by bytes (MB, MB in HBM):")
         for i in census.largest(top):
-            lines.append(f"    {i.bytes / 1e6:>9.1f} MB  {i.category:<28.28} {_short(i.op_name)}")
+            lines.append(f"    {i.bytes / 1e6:>9.1f} {i.hbm_bytes / 1e6:>9.1f}  "
+                         f"{i.category:<28.28} {_short(i.op_name)}")  # fmt: skip
     return "\n".join(lines)

@@ -13,6 +13,13 @@ the backward pass needs, written once and read once (the architecture's own coun
 `saved_elements`). It leaves out what a good compiler can avoid (logits that stay inside a fused
 cross-entropy, dropout masks regenerated from their seed, attention probabilities recomputed as
 flash attention does), so XLA's bytes over it say how far the step is from ideal fusion.
+
+XLA's bytes count every operand and output of every instruction wherever it lives; on a TPU
+much of that is on-chip memory (a v4's CMEM), which HBM's bandwidth does not limit. The HBM
+bytes (`hlo_census`: the arrays the compiled HLO places in HBM, an asynchronous prefetch counted
+at its HBM end) give a second bound, with HBM's bandwidth the only memory limit: what the step
+could reach if on-chip traffic were free. The truth lies between the two bounds; only a TPU
+can say where.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import jax
 import numpy as np
 
 from bert_jax.aot.fit import CompileReport
+from bert_jax.aot.hlo_census import hlo_census
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,6 +43,7 @@ class Roofline:
     xla_bytes: float  # per device
     model_flops: float  # per device
     minimum: dict[str, float]  # part -> bytes per device; empty when there is no formula
+    hbm_bytes: float | None = None  # per device, from the compiled HLO's memory spaces
 
     @property
     def arithmetic_s(self) -> float:
@@ -48,6 +57,19 @@ class Roofline:
     def mfu_bound(self) -> float:
         """The model FLOPs over what the chip could do in the compiled step's roofline time."""
         return self.model_flops / self.peak_flops / max(self.arithmetic_s, self.memory_s)
+
+    @property
+    def hbm_mfu_bound(self) -> float | None:
+        """The bound with XLA's FLOPs and only the bytes the compiled step moves in HBM."""
+        if not self.hbm_bytes:
+            return None
+        memory_s = self.hbm_bytes / self.bandwidth
+        return self.model_flops / self.peak_flops / max(self.arithmetic_s, memory_s)
+
+    @property
+    def hbm_over_minimum(self) -> float | None:
+        low = self.minimum_bytes
+        return self.hbm_bytes / low if low and self.hbm_bytes else None
 
     @property
     def minimum_bytes(self) -> float | None:
@@ -108,6 +130,9 @@ def step_roofline(
         return None
     if not report.xla_flops_per_device or not report.xla_bytes_per_device:
         return None
+    hbm = None
+    if report.compiled is not None:
+        hbm = hlo_census(report.compiled.as_text()).total_hbm_bytes or None
     return Roofline(
         peak_flops=chip.peak_flops_per_device,
         bandwidth=bandwidth,
@@ -115,6 +140,7 @@ def step_roofline(
         xla_bytes=report.xla_bytes_per_device,
         model_flops=(report.model_flops_per_step or 0.0) / report.num_devices,
         minimum=minimum_bytes(trainer, compute_dtype, global_batch_size),
+        hbm_bytes=hbm,
     )
 
 
@@ -128,11 +154,18 @@ def format_roofline(r: Roofline, chip_label: str = "") -> str:
         f"  model FLOPs {r.model_flops:.3g}: MFU bound {100 * r.mfu_bound:.1f}% for this "
         "compiled step",
     ]
+    if r.hbm_bytes:
+        lines.append(
+            f"  HBM bytes {r.hbm_bytes:.3g} ({1e3 * r.hbm_bytes / r.bandwidth:.2f} ms; XLA's "
+            f"bytes less the on-chip memory's): MFU bound {100 * r.hbm_mfu_bound:.1f}% with "
+            "on-chip traffic free"
+        )
     if r.minimum:
         parts = ", ".join(f"{k} {v:.3g}" for k, v in r.minimum.items())
+        hbm = f", HBM bytes / minimum: {r.hbm_over_minimum:.2f}x" if r.hbm_bytes else ""
         lines += [
             f"  analytic minimum bytes {r.minimum_bytes:.3g} ({parts})",
-            f"  XLA's bytes / minimum: {r.bytes_over_minimum:.2f}x; at the minimum the MFU "
+            f"  XLA's bytes / minimum: {r.bytes_over_minimum:.2f}x{hbm}; at the minimum the MFU "
             f"bound would be {100 * r.ideal_mfu_bound:.1f}%",
         ]
     else:

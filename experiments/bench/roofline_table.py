@@ -8,7 +8,8 @@ For each setup (BERT-small/base/large at 256 x 128, ModernBERT-base/large packed
 T5 v1.1-base span corruption) and slice it compiles the `bert-jax pretrain` step for the slice's
 compile-only devices (libtpu), unrolled (scan_layers=False, no gradient accumulation: XLA counts
 a loop body once) and with remat none, and prints per device XLA's FLOPs and bytes, the analytic
-minimum bytes, their ratio, and the bound the roofline puts on MFU (bert_jax.aot.roofline). The
+minimum bytes, their ratio, and the bound the roofline puts on MFU (bert_jax.aot.roofline), and
+the same for the bytes the compiled HLO places in HBM (on-chip memory left out). The
 HLO census of every compile (bert_jax.aot.hlo_census) goes to OUT/<setup>_<slice>.txt, the table
 to OUT/table.md and the numbers to OUT/rows.json. `--set key=value` applies a config change to
 every setup, to measure a change against the table before it. Compiles take minutes on a
@@ -78,6 +79,7 @@ def measure(name: str, module: str, preset: str, batch: int, overrides: dict, sl
             xla_flops=r.xla_flops, xla_bytes=r.xla_bytes, model_flops=r.model_flops,
             minimum=r.minimum, minimum_bytes=r.minimum_bytes, ratio=r.bytes_over_minimum,
             mfu_bound=r.mfu_bound, ideal_mfu_bound=r.ideal_mfu_bound,
+            hbm_bytes=r.hbm_bytes, hbm_ratio=r.hbm_over_minimum, hbm_mfu_bound=r.hbm_mfu_bound,
         )  # fmt: skip
     if report.compiled is not None:
         census = hlo_census(report.compiled.as_text())
@@ -94,21 +96,25 @@ def render(rows: list[dict], extra: dict) -> str:
 
     lines = [
         "| setup | slice | batch x tokens | XLA FLOPs / device | XLA bytes / device | minimum "
-        "bytes | bytes / minimum | MFU bound | at the minimum |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "bytes | bytes / minimum | MFU bound | HBM bytes / device | HBM / minimum | MFU bound, "
+        "HBM only | at the minimum |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         if "xla_bytes" not in r:
             lines.append(f"| {r['setup']} | {r['slice']} | {r['batch']} x {r['tokens']} | "
-                         "(did not fit) | | | | | |")  # fmt: skip
+                         "(did not fit) | | | | | | | | |")  # fmt: skip
             continue
         ratio = f"{r['ratio']:.1f}x" if r.get("ratio") else "-"
         ideal = f"{100 * r['ideal_mfu_bound']:.0f}%" if r.get("ideal_mfu_bound") else "-"
         low = f"{r['minimum_bytes']:.3g}" if r.get("minimum_bytes") else "-"
+        hbm = f"{r['hbm_bytes']:.3g}" if r.get("hbm_bytes") else "-"
+        hbm_ratio = f"{r['hbm_ratio']:.1f}x" if r.get("hbm_ratio") else "-"
+        hbm_bound = f"{100 * r['hbm_mfu_bound']:.1f}%" if r.get("hbm_mfu_bound") else "-"
         lines.append(
             f"| {r['setup']} | {r['slice']} | {r['batch']} x {r['tokens']} | "
             f"{r['xla_flops']:.3g} | {r['xla_bytes']:.3g} | {low} | {ratio} | "
-            f"{100 * r['mfu_bound']:.1f}% | {ideal} |"
+            f"{100 * r['mfu_bound']:.1f}% | {hbm} | {hbm_ratio} | {hbm_bound} | {ideal} |"
         )
     knobs = " ".join(f"{k}={v}" for k, v in extra.items()) or "none"
     foot = (
