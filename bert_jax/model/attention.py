@@ -14,7 +14,7 @@ import jax.numpy as jnp
 
 from bert_jax.config import BertConfig
 from bert_jax.model.attention_core import AttentionMask, attend, attention_scores
-from bert_jax.model.layers import DenseGeneral, compute_dtype, weight_init, zeros_init
+from bert_jax.model.layers import DenseGeneral, Dropout, compute_dtype, weight_init, zeros_init
 
 
 class SelfAttention(nn.Module):
@@ -45,7 +45,7 @@ class SelfAttention(nn.Module):
         probs_BxHxLxL = None
         if self.output_attentions or attention_dropout:
             probs_BxHxLxL = jax.nn.softmax(attention_scores(q_BxLxHxK, k_BxLxHxK, mask), axis=-1)
-            dropped_BxHxLxL = nn.Dropout(cfg.attention_probs_dropout_prob)(
+            dropped_BxHxLxL = Dropout(cfg.attention_probs_dropout_prob)(
                 probs_BxHxLxL, deterministic=self.deterministic
             )
             ctx_BxLxHxK = jnp.einsum("bhqt,bthk->bqhk", dropped_BxHxLxL.astype(dtype), v_BxLxHxK)

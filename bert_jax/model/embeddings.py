@@ -10,6 +10,7 @@ import jax.numpy as jnp
 
 from bert_jax.config import BertConfig
 from bert_jax.model.layers import (
+    Dropout,
     Embed,
     compute_dtype,
     constrain_batch,
@@ -64,7 +65,7 @@ class BertEmbeddings(nn.Module):
                 **embed,
             )
         self.layer_norm = layer_norm(cfg, "layer_norm", axis)
-        self.dropout = nn.Dropout(cfg.hidden_dropout_prob)
+        self.dropout = Dropout(cfg.hidden_dropout_prob)
         if cfg.embedding_size is not None:
             self.projection = dense(cfg, cfg.hidden_size, (axis, "embed"), "projection")
 

@@ -22,7 +22,14 @@ import jax.numpy as jnp
 from bert_jax.config import BertConfig
 from bert_jax.model.attention import SelfAttention
 from bert_jax.model.attention_core import AttentionMask
-from bert_jax.model.layers import compute_dtype, constrain_batch, dense, gelu, layer_norm
+from bert_jax.model.layers import (
+    Dropout,
+    compute_dtype,
+    constrain_batch,
+    dense,
+    gelu,
+    layer_norm,
+)
 
 REMAT_POLICIES = {
     "full": None,
@@ -41,7 +48,7 @@ def attention_half(
     cfg: BertConfig,
     x_BxLxD: jax.Array,
     mask: AttentionMask,
-    drop: nn.Dropout,
+    drop: Dropout,
     deterministic: bool,
     output_attentions: bool,
 ) -> tuple[jax.Array, jax.Array | None]:
@@ -51,7 +58,7 @@ def attention_half(
     return layer_norm(cfg, "attention_layer_norm")(x_BxLxD + drop(attn_BxLxD)), probs_BxHxLxL
 
 
-def ffn_half(cfg: BertConfig, x_BxLxD: jax.Array, drop: nn.Dropout) -> jax.Array:
+def ffn_half(cfg: BertConfig, x_BxLxD: jax.Array, drop: Dropout) -> jax.Array:
     h_BxLxF = dense(cfg, cfg.intermediate_size, ("embed", "mlp"), "intermediate")(x_BxLxD)
     h_BxLxF = gelu(cfg)(h_BxLxF)
     h_BxLxD = dense(cfg, cfg.hidden_size, ("mlp", "embed"), "output")(h_BxLxF)
@@ -67,7 +74,7 @@ class SharedBlock(nn.Module):
 
     @nn.compact
     def __call__(self, x_BxLxD: jax.Array, mask: AttentionMask, half: str):
-        drop = nn.Dropout(self.config.hidden_dropout_prob, deterministic=self.deterministic)
+        drop = Dropout(self.config.hidden_dropout_prob, deterministic=self.deterministic)
         if half == "attention":
             return attention_half(
                 self.config, x_BxLxD, mask, drop, self.deterministic, self.output_attentions
@@ -95,7 +102,7 @@ class TransformerLayer(nn.Module):
     @nn.compact
     def __call__(self, x_BxLxD: jax.Array, mask: AttentionMask, shared: dict | None = None):
         cfg = self.config
-        drop = nn.Dropout(cfg.hidden_dropout_prob, deterministic=self.deterministic)
+        drop = Dropout(cfg.hidden_dropout_prob, deterministic=self.deterministic)
         shared_halves = SHARED_HALVES[cfg.share_layers]
         if "attention" in shared_halves:
             x_BxLxD, probs_BxHxLxL = self._apply_shared(shared, x_BxLxD, mask, "attention")
