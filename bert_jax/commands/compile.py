@@ -8,7 +8,8 @@ compile-only devices; `pip install 'bert-jax[tpu]'`), compiles it and prints per
 argument, output and temporary bytes against HBM, XLA's FLOPs next to the model FLOPs, and the
 parameters left unsharded; then the step's roofline (bert_jax.aot.roofline): XLA's FLOPs and
 bytes per device against the chip's peak and HBM bandwidth, the bound they put on MFU, and XLA's
-bytes over the analytic minimum. `--hlo_census=N` adds what the bytes are spent on, by kind of
+bytes over the analytic minimum; the same for the bytes the compiled HLO places in HBM (on-chip
+memory left out). `--hlo_census=N` adds what the bytes are spent on, by kind of
 instruction, and the N largest (bert_jax.aot.hlo_census). Exits non-zero, naming knobs to turn,
 when the step does not fit.
 --topology takes accelerator types (v3-32, v4-32, v5litepod-16, v5p-64, v6e-256) or JAX
