@@ -32,7 +32,7 @@ import jax
 import numpy as np
 
 from bert_jax.aot.fit import CompileReport
-from bert_jax.aot.hlo_census import hlo_census
+from bert_jax.aot.hlo_census import Census, hlo_census
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,12 +61,15 @@ class Roofline:
         return self.model_flops / self.peak_flops / max(self.arithmetic_s, self.memory_s)
 
     @property
+    def hbm_memory_s(self) -> float | None:
+        return self.hbm_bytes / self.bandwidth if self.hbm_bytes else None
+
+    @property
     def hbm_mfu_bound(self) -> float | None:
         """The bound with only the bytes the compiled step moves in HBM."""
         if not self.hbm_bytes:
             return None
-        memory_s = self.hbm_bytes / self.bandwidth
-        return self.model_flops / self.peak_flops / max(self.arithmetic_s, memory_s)
+        return self.model_flops / self.peak_flops / max(self.arithmetic_s, self.hbm_memory_s)
 
     @property
     def hbm_over_minimum(self) -> float | None:
@@ -122,19 +125,25 @@ def minimum_bytes(trainer: Any, compute_dtype: str, global_batch_size: int) -> d
 
 
 def step_roofline(
-    report: CompileReport, trainer: Any, tpu: Any, compute_dtype: str, global_batch_size: int
+    report: CompileReport,
+    trainer: Any,
+    tpu: Any,
+    compute_dtype: str,
+    global_batch_size: int,
+    census: Census | None = None,
 ) -> Roofline | None:
     """The roofline of a compiled step; None when XLA gave no FLOPs or bytes, the chip's
-    bandwidth is unknown, or the step has loops (XLA counts a loop body once)."""
+    bandwidth is unknown, or the step has loops (XLA counts a loop body once). Its HBM bytes come
+    from `census` when the caller has the step's census already, else from one read here."""
     chip = tpu.generation.chip
     bandwidth = chip.hbm_bandwidth_per_device
     if report.loops_in_step or bandwidth is None:
         return None
     if not report.xla_flops_per_device or not report.xla_bytes_per_device:
         return None
-    hbm = None
-    if report.compiled is not None:
-        hbm = hlo_census(report.compiled.as_text()).total_hbm_bytes or None
+    if census is None and report.compiled is not None:
+        census = hlo_census(report.compiled.as_text())
+    hbm = (census.total_hbm_bytes or None) if census is not None else None
     return Roofline(
         peak_flops=chip.peak_flops_per_device,
         bandwidth=bandwidth,
@@ -159,7 +168,7 @@ def format_roofline(r: Roofline, chip_label: str = "") -> str:
     ]
     if r.hbm_bytes:
         lines.append(
-            f"  HBM bytes {r.hbm_bytes:.3g} ({1e3 * r.hbm_bytes / r.bandwidth:.2f} ms; XLA's "
+            f"  HBM bytes {r.hbm_bytes:.3g} ({1e3 * r.hbm_memory_s:.2f} ms; XLA's "
             f"bytes less the on-chip memory's): MFU bound {100 * r.hbm_mfu_bound:.1f}% with "
             "on-chip traffic free"
         )

@@ -76,7 +76,10 @@ def _print_accounting(report, trainer, tpu, config) -> None:
     from bert_jax.aot.hlo_census import format_census, hlo_census
     from bert_jax.aot.roofline import format_roofline, step_roofline
 
-    roofline = step_roofline(report, trainer, tpu, config.dtype, config.global_batch_size)
+    census = hlo_census(report.compiled.as_text()) if report.compiled is not None else None
+    roofline = step_roofline(
+        report, trainer, tpu, config.dtype, config.global_batch_size, census=census
+    )
     if roofline is not None:
         print(format_roofline(roofline, tpu.generation.device_kinds[0]))
     elif report.loops_in_step:
@@ -85,8 +88,7 @@ def _print_accounting(report, trainer, tpu, config) -> None:
     else:
         print(f"roofline: not computed (no HBM bandwidth for {tpu.accelerator_type}, or no "
               "FLOPs and bytes from XLA)")  # fmt: skip
-    if _CENSUS.value > 0:
-        census = hlo_census(report.compiled.as_text())
+    if _CENSUS.value > 0 and census is not None:
         print(format_census(census, top=_CENSUS.value, label=tpu.accelerator_type))
 
 

@@ -73,7 +73,8 @@ def measure(name: str, module: str, preset: str, batch: int, overrides: dict, sl
     row = {"setup": name, "slice": tpu.accelerator_type, "batch": batch,
            "tokens": int(c.max_seq_length), "fits": report.fits,
            "compile_s": round(seconds)}  # fmt: skip
-    r = step_roofline(report, trainer, tpu, c.dtype, batch)
+    census = hlo_census(report.compiled.as_text()) if report.compiled is not None else None
+    r = step_roofline(report, trainer, tpu, c.dtype, batch, census=census)
     if r is not None:
         row.update(
             xla_flops=r.xla_flops, xla_bytes=r.xla_bytes, model_flops=r.model_flops,
@@ -81,8 +82,7 @@ def measure(name: str, module: str, preset: str, batch: int, overrides: dict, sl
             mfu_bound=r.mfu_bound, ideal_mfu_bound=r.ideal_mfu_bound,
             hbm_bytes=r.hbm_bytes, hbm_ratio=r.hbm_over_minimum, hbm_mfu_bound=r.hbm_mfu_bound,
         )  # fmt: skip
-    if report.compiled is not None:
-        census = hlo_census(report.compiled.as_text())
+    if census is not None:
         stem = f"{name.replace(' ', '_')}_{tpu.accelerator_type}"
         (out / f"{stem}.txt").write_text(format_census(census, top=20, label=stem) + "\n")
         row["census"] = [list(c) for c in census.by_category()]
