@@ -64,19 +64,23 @@ def activation(name: str):
 
 
 def rotary(positions_BxL: jax.Array, head_dim: int, theta: float) -> tuple[jax.Array, jax.Array]:
-    """cos, sin (B x L x 1 x K, float32) of the rotary angles, both halves of the head repeated
-    (rotate_half's layout)."""
+    """cos and signed sin (B x L x 1 x K, float32) of the rotary angles: cos repeated over both
+    halves of the head, sin negated on the first half (rotate_half's sign lives in the table)."""
     inv_freq_K2 = 1.0 / theta ** (jnp.arange(0, head_dim, 2, dtype=jnp.float32) / head_dim)
     angles_BxLxK2 = positions_BxL[..., None].astype(jnp.float32) * inv_freq_K2
-    angles_BxLxK = jnp.concatenate([angles_BxLxK2, angles_BxLxK2], axis=-1)
-    return jnp.cos(angles_BxLxK)[:, :, None, :], jnp.sin(angles_BxLxK)[:, :, None, :]
+    cos_BxLxK2, sin_BxLxK2 = jnp.cos(angles_BxLxK2), jnp.sin(angles_BxLxK2)
+    cos_BxLxK = jnp.concatenate([cos_BxLxK2, cos_BxLxK2], axis=-1)
+    sin_BxLxK = jnp.concatenate([-sin_BxLxK2, sin_BxLxK2], axis=-1)
+    return cos_BxLxK[:, :, None, :], sin_BxLxK[:, :, None, :]
 
 
-def rotate(x_BxLxHxK: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
+def rotate(x_BxLxHxK: jax.Array, cos: jax.Array, signed_sin: jax.Array) -> jax.Array:
+    """x cos + rotate_half(x) sin in float32, with the halves swapped in x's own dtype (a swap is
+    exact) so XLA fuses one elementwise pass instead of materialising float32 copies of x."""
     half = x_BxLxHxK.shape[-1] // 2
-    x = x_BxLxHxK.astype(jnp.float32)
-    rotated = jnp.concatenate([-x[..., half:], x[..., :half]], axis=-1)
-    return (x * cos + rotated * sin).astype(x_BxLxHxK.dtype)
+    swapped = jnp.concatenate([x_BxLxHxK[..., half:], x_BxLxHxK[..., :half]], axis=-1)
+    out = x_BxLxHxK.astype(jnp.float32) * cos + swapped.astype(jnp.float32) * signed_sin
+    return out.astype(x_BxLxHxK.dtype)
 
 
 class Attention(nn.Module):
