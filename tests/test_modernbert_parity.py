@@ -264,3 +264,27 @@ def test_bad_directories_are_named(tmp_path):
     weights.unlink()
     with pytest.raises(BertJaxError, match=r"model.safetensors: no such file"):
         modernbert_hf.load_hf_dir(out)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
+def test_rotary_by_matmul_equals_the_swap(dtype):
+    # the TPU path (a permutation matmul) against the one the tests above check against
+    # transformers on CPU: the same values and gradients up to float32 rounding (XLA contracts
+    # x cos + swapped sin into fused multiply-adds differently in the two programs)
+    from bert_jax.arch.modernbert.model import rotary, rotate
+
+    x = jax.random.normal(jax.random.PRNGKey(0), (2, 40, 3, 16), jnp.float32).astype(dtype)
+    cos, sin = rotary(jnp.broadcast_to(jnp.arange(40), (2, 40)), 16, 10_000.0)
+
+    def run(by_matmul):
+        def loss(x):
+            y = rotate(x, cos, sin, by_matmul=by_matmul)
+            return jnp.sum(jnp.sin(y.astype(jnp.float32))), y
+
+        (_, y), g = jax.jit(jax.value_and_grad(loss, has_aux=True))(x)
+        return np.asarray(y.astype(jnp.float32)), np.asarray(g.astype(jnp.float32))
+
+    (y_swap, g_swap), (y_matmul, g_matmul) = run(False), run(True)
+    np.testing.assert_allclose(y_matmul, y_swap, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(g_matmul, g_swap, rtol=0, atol=1e-6)
+    assert np.abs(y_swap - np.asarray(x.astype(jnp.float32))).max() > 0.1  # it rotated

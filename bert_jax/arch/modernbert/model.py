@@ -19,6 +19,7 @@ import jax.numpy as jnp
 from bert_jax.arch.bert.model import BertOutput
 from bert_jax.arch.modernbert.config import ACTIVATIONS, ModernBertConfig
 from bert_jax.model.attention_core import AttentionMask, attend, attention_scores
+from bert_jax.model.attention_kernels.platform import target_platform
 from bert_jax.model.encoder import REMAT_POLICIES
 from bert_jax.model.layers import Embed, constrain_batch
 from bert_jax.model.packing import pack_positions
@@ -74,11 +75,26 @@ def rotary(positions_BxL: jax.Array, head_dim: int, theta: float) -> tuple[jax.A
     return cos_BxLxK[:, :, None, :], sin_BxLxK[:, :, None, :]
 
 
-def rotate(x_BxLxHxK: jax.Array, cos: jax.Array, signed_sin: jax.Array) -> jax.Array:
-    """x cos + rotate_half(x) sin in float32, with the halves swapped in x's own dtype (a swap is
-    exact) so XLA fuses one elementwise pass instead of materialising float32 copies of x."""
+def rotate(
+    x_BxLxHxK: jax.Array, cos: jax.Array, signed_sin: jax.Array, by_matmul: bool | None = None
+) -> jax.Array:
+    """x cos + rotate_half(x) sin in float32, cast back to x's dtype. rotate_half's halves are
+    swapped in x's own dtype (exact), so the cast to float32 fuses into one pass. `by_matmul`
+    (default: on TPU) swaps them by a K x K permutation matrix on the MXU instead: a TPU slices
+    half a lane row by writing each half to HBM, and on a four-layer ModernBERT-base v4-8 compile
+    the matmul estimated 17% fewer cycles for 1% more FLOPs. Both give the same values."""
     half = x_BxLxHxK.shape[-1] // 2
-    swapped = jnp.concatenate([x_BxLxHxK[..., half:], x_BxLxHxK[..., :half]], axis=-1)
+    if by_matmul is None:
+        by_matmul = target_platform() == "tpu"
+    if by_matmul:
+        swap_KxK = jnp.roll(jnp.eye(2 * half, dtype=x_BxLxHxK.dtype), half, axis=0)
+        # HIGHEST: float32 operands would otherwise be rounded to bfloat16 on a TPU's MXU
+        swapped = jnp.einsum(
+            "blhk,kj->blhj", x_BxLxHxK, swap_KxK, precision=jax.lax.Precision.HIGHEST,
+            preferred_element_type=jnp.float32,
+        )  # fmt: skip
+    else:
+        swapped = jnp.concatenate([x_BxLxHxK[..., half:], x_BxLxHxK[..., :half]], axis=-1)
     out = x_BxLxHxK.astype(jnp.float32) * cos + swapped.astype(jnp.float32) * signed_sin
     return out.astype(x_BxLxHxK.dtype)
 
