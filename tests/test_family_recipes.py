@@ -53,3 +53,25 @@ def test_distilbert_recipe_needs_a_teacher():
     c = distilbert.get_config("cpu")
     assert c.teacher == "" and c.objective == "full_sentences"
     assert distilbert.get_config("base").global_batch_size == 4096
+
+
+def test_hidden_act_reaches_every_encoder_or_is_refused():
+    # config.hidden_act (unset: the family's GELU) picks the tanh form for BERT and ModernBERT;
+    # XLNet's pretraining keeps its exact gelu and says so
+    from bert_jax.arch.modernbert.pretraining import config_from_bert as modernbert_config
+    from bert_jax.arch.xlnet.pretraining import config_from_bert as xlnet_config
+    from bert_jax.errors import BertJaxError
+    from bert_jax.train.config import pretrain_config
+
+    c = pretrain_config("tiny")
+    assert bert_config_from(c).hidden_act == "gelu"
+    assert bert_config_from(albert.get_config("base")).hidden_act == "gelu_new"  # the family's
+    c.hidden_act = "gelu_new"
+    bert = bert_config_from(c)
+    assert bert.hidden_act == "gelu_new"
+    assert modernbert_config(bert).hidden_activation == "gelu_new"
+    with pytest.raises(BertJaxError, match="XLNet's feed-forward"):
+        xlnet_config(bert)
+    c.hidden_act = "swish"
+    with pytest.raises(BertJaxError, match="hidden_act 'swish' unsupported"):
+        bert_config_from(c)

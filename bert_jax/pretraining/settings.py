@@ -37,6 +37,7 @@ class PretrainSettings:
     attention_probs_dropout_prob: float
     embedding_size: int | None  # None: the variant's
     intermediate_size: int | None  # None: the size preset's (not in the base schema)
+    hidden_act: str | None  # None: the family's GELU
     generator_size: float
     # the objective and its data
     objective: str

@@ -268,6 +268,8 @@ def bert_config_from(config: Any, shards: RunShards | None = None) -> BertConfig
         switches["embedding_size"] = s.embedding_size
     if s.intermediate_size is not None:  # e.g. ModernBERT's GeGLU widths
         switches["intermediate_size"] = s.intermediate_size
+    if s.hidden_act is not None:
+        switches["hidden_act"] = s.hidden_act
     offset = int(switches.get("position_offset", 0))
     # The config's dropout wins over the family's (the recipe configs set the family's values).
     return preset(

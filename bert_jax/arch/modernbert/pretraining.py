@@ -16,14 +16,16 @@ from bert_jax.arch.modernbert.heads import ModernBertForMaskedLM
 
 def config_from_bert(bert: Any) -> ModernBertConfig:
     """The ModernBERT of a BERT size preset: same width, depth, heads, vocab and dropout; the
-    GeGLU's inner width is the preset's intermediate_size (the ModernBERT recipes set it). The
-    special-token ids are the vocabulary's, set when the run is exported."""
+    GeGLU's inner width is the preset's intermediate_size (the ModernBERT recipes set it), its
+    GELU the config's hidden_act. The special-token ids are the vocabulary's, set when the run
+    is exported."""
     return ModernBertConfig(
         vocab_size=bert.vocab_size,
         hidden_size=bert.hidden_size,
         num_hidden_layers=bert.num_hidden_layers,
         num_attention_heads=bert.num_attention_heads,
         intermediate_size=bert.intermediate_size,
+        hidden_activation=bert.hidden_act,
         initializer_range=bert.initializer_range,
         embedding_dropout=bert.hidden_dropout_prob,
         mlp_dropout=bert.hidden_dropout_prob,
