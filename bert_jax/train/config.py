@@ -95,9 +95,9 @@ def pretrain_config(preset: str = "base") -> ml_collections.ConfigDict:
     # albert (E=128, shared layers), roberta (position offset), electra (no pooler).
     c.family = "bert"
     c.embedding_size = ml_collections.FieldReference(None, field_type=int)  # None: the family's
-    # None: the family's (BERT: exact "gelu", as its checkpoints; ALBERT: "gelu_new"). "gelu_new" is
-    # the tanh form of google-research/bert's modeling.py: on a TPU, 6% fewer estimated cycles for
-    # BERT-base than the erf (README, Benchmarks)
+    # GELU: None = the family's (BERT: exact erf); gelu_new = tanh form (fewer TPU cycles)
+    # ("gelu_new" is google-research/bert's modeling.py GELU and ALBERT's; on a v4-8 the TPU
+    # compiler estimates BERT-base's step at 6% fewer cycles with it: README, Benchmarks)
     c.hidden_act = ml_collections.FieldReference(None, field_type=str)
     c.generator_size = 0.25  # ELECTRA: the generator's width as a fraction of the discriminator's
     # Distillation (bert_jax.pretraining.distillation): a teacher path (HF dir, TF checkpoint,
