@@ -95,7 +95,7 @@ def pretrain_config(preset: str = "base") -> ml_collections.ConfigDict:
     # albert (E=128, shared layers), roberta (position offset), electra (no pooler).
     c.family = "bert"
     c.embedding_size = ml_collections.FieldReference(None, field_type=int)  # None: the family's
-    # GELU: None = the family's (BERT: exact erf); gelu_new = tanh form (fewer TPU cycles)
+    # GELU: None = the family's (BERT: exact erf), or gelu_new, the tanh form (fewer TPU cycles)
     # ("gelu_new" is google-research/bert's modeling.py GELU and ALBERT's; on a v4-8 the TPU
     # compiler estimates BERT-base's step at 6% fewer cycles with it: README, Benchmarks)
     c.hidden_act = ml_collections.FieldReference(None, field_type=str)
