@@ -269,7 +269,7 @@ def test_bad_directories_are_named(tmp_path):
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
 def test_rotary_by_matmul_equals_the_swap(dtype):
     # the TPU path (a permutation matmul) against the one the tests above check against
-    # transformers on CPU: the same values and gradients up to float32 rounding (XLA contracts
+    # transformers on CPU: the same values and gradients up to rounding (XLA contracts
     # x cos + swapped sin into fused multiply-adds differently in the two programs)
     from bert_jax.arch.modernbert.model import rotary, rotate
 
@@ -285,6 +285,10 @@ def test_rotary_by_matmul_equals_the_swap(dtype):
         return np.asarray(y.astype(jnp.float32)), np.asarray(g.astype(jnp.float32))
 
     (y_swap, g_swap), (y_matmul, g_matmul) = run(False), run(True)
-    np.testing.assert_allclose(y_matmul, y_swap, rtol=0, atol=1e-6)
-    np.testing.assert_allclose(g_matmul, g_swap, rtol=0, atol=1e-6)
+    # bfloat16: a float32 rounding can move an output by an ulp, and the matmul's backward rounds
+    # its cotangent to bfloat16 before the swap, where the concatenate swaps in float32
+    # (terms of size about 1 that can cancel: a rounding of the terms, not of the result)
+    rtol, atol = (0, 1e-6) if dtype == jnp.float32 else (2**-7, 2**-7)
+    np.testing.assert_allclose(y_matmul, y_swap, rtol=rtol, atol=atol)
+    np.testing.assert_allclose(g_matmul, g_swap, rtol=rtol, atol=atol)
     assert np.abs(y_swap - np.asarray(x.astype(jnp.float32))).max() > 0.1  # it rotated
