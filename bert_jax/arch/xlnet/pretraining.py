@@ -11,12 +11,13 @@ import jax.numpy as jnp
 
 from bert_jax.arch.xlnet.config import XLNetConfig
 from bert_jax.arch.xlnet.model import XLNetLM
+from bert_jax.config import GELU_ACTIVATIONS
 from bert_jax.errors import BertJaxError
 
 
 def config_from_bert(bert: Any) -> XLNetConfig:
     """The XLNet of a BERT size preset (same width, depth, heads, FFN, vocab and dropout)."""
-    if bert.hidden_act not in ("gelu", "gelu_exact"):
+    if GELU_ACTIVATIONS[bert.hidden_act]:  # a tanh form
         raise BertJaxError(
             f"hidden_act {bert.hidden_act!r}: XLNet's feed-forward uses the exact gelu here; "
             "leave config.hidden_act unset"
