@@ -186,7 +186,11 @@ def teacher_stage(root, kept: KeptRuns, data, transfer, mini, args, task_sha, tr
     caches need it). Returns (teacher record, caches by multiple or None)."""
     inputs = {"task": task_sha, "model": MODEL, "rates": list(TEACHER_RATES), "flags": COMMON}
     kept_teacher = kept.get("teacher", "run", inputs)
-    if kept_teacher is not None and not train_now:
+    if not train_now:
+        if kept_teacher is None:
+            raise SystemExit(f"{kept.path('teacher', 'run')}: no kept teacher, and --rows "
+                             "chose nothing to train: run without --rows, or name rows to "
+                             "train")  # fmt: skip
         return kept_teacher, None
     t0 = time.time()
     rate, slice_scores = choose_teacher_rate(root, data, mini)
