@@ -61,3 +61,18 @@ def test_a_students_inputs_name_no_path_of_its_machine():
     assert inputs("/m", "/r", 16) != here and inputs("/m", "/r", 4, seed=1) != here
     assert "transfer" not in inputs("/m", "/r", 0)  # the task inputs alone
     assert not any("/" in f for f in here["flags"] if "init_checkpoint" in f)
+
+
+def test_the_committed_table_comes_back_from_the_kept_runs(tmp_path, monkeypatch):
+    """The committed results_suite_v3.json is what the committed runs give, byte for byte,
+    with nothing trained; with no kept teacher and nothing chosen to train, run.py refuses."""
+    committed = SCRIPTS / "results_suite_v3.json"
+    monkeypatch.setattr(sys, "argv", ["run.py", f"--workdir={tmp_path / 'w'}", "--rows=none"])
+    task_distill_run.main()
+    assert (tmp_path / "w" / "results.json").read_bytes() == committed.read_bytes()
+    doc = json.loads(committed.read_text())
+    assert doc["rows"] and all(len(r["accuracy_per_seed"]) == 3 for r in doc["rows"].values())
+    monkeypatch.setattr(sys, "argv", ["run.py", f"--workdir={tmp_path / 'w'}", "--rows=none",
+                                      f"--runs_dir={tmp_path / 'empty'}"])  # fmt: skip
+    with pytest.raises(SystemExit, match="empty/teacher/run/run.json: no kept teacher"):
+        task_distill_run.main()

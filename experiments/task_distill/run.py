@@ -146,15 +146,19 @@ def student_rows(layers: int, multiples, caches: dict[int, str]) -> dict[str, li
     return rows
 
 
-def compare(hits: dict, units: dict, a: str, b: str) -> dict:
-    """Row a minus row b (accuracy points) with the calibrated interval."""
+def compare(hits: dict, units: dict, a: str, b: str, constant_hits: np.ndarray) -> dict:
+    """Row a minus row b (accuracy points) with the calibrated interval; against the best
+    constant answer instead when row b scores below it (a student that learned nothing is no
+    baseline: beating its wrong constant shows nothing)."""
     from bert_jax.ablations.interval import difference
 
-    d = difference([h[:, None] for h in hits[a]], [h[:, None] for h in hits[b]], "mrpc",
-                   units[a], units[b])  # fmt: skip
+    runs_b, units_b, against = [h[:, None] for h in hits[b]], units[b], b
+    if np.mean([h.mean() for h in hits[b]]) < constant_hits.mean():
+        runs_b, units_b, against = [constant_hits[:, None]], None, "the best constant"
+    d = difference([h[:, None] for h in hits[a]], runs_b, "mrpc", units[a], units_b)
     verdict = "holds" if d["low"] > 0 else "reversed" if d["high"] < 0 else "unresolved"
-    return {"a": a, "b": b, "diff": d["diff"], "ci95": [d["low"], d["high"]], "df": d["df"],
-            "verdict": verdict}  # fmt: skip
+    return {"a": a, "b": b, "against": against, "diff": d["diff"], "ci95": [d["low"], d["high"]],
+            "df": d["df"], "verdict": verdict}  # fmt: skip
 
 
 def claims(layers_list, multiples) -> list[tuple[str, str, str]]:
@@ -275,6 +279,7 @@ def main() -> None:
     teacher_id = teacher["labels_x0_sha256"]
     labels = [r.split("\t")[0] for r in (data / "dev.tsv").read_text().splitlines()[1:] if r]
     constant = max(labels.count(v) for v in set(labels)) / len(labels)
+    constant_hits = np.asarray([v == max(set(labels), key=labels.count) for v in labels], float)
     # Nothing in `out` depends on when or where it is assembled (the runs' own dates and
     # commits are in them), so the kept runs give the same results.json anywhere.
     out = {"teacher_rate": teacher["rate"],
@@ -324,9 +329,10 @@ def main() -> None:
         for claim, a, b in claims(layers_list, args.multiples):
             if a not in hits or b not in hits:
                 continue
-            c = out["claims"][claim] = compare(hits, units, a, b)
+            c = out["claims"][claim] = compare(hits, units, a, b, constant_hits)
             print(f"{claim:60s} {c['diff']:+.2f} [{c['ci95'][0]:+.2f}, {c['ci95'][1]:+.2f}] "
-                  f"{c['verdict']}")  # fmt: skip
+                  f"{c['verdict']}" + ("" if c["against"] == b else f" (against {c['against']}: "
+                                       f"{b} is below it)"))  # fmt: skip
     out["dates"] = sorted({d for d in dates if d})
     (root / "results.json").write_text(json.dumps(out, indent=1) + "\n")
     print(f"teacher {teacher['accuracy']:.3f} at lr {teacher['rate']} (slice: "
