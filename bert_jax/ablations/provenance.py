@@ -54,7 +54,8 @@ def device() -> str:
     return f"{backend} {jax.local_devices()[0].device_kind}"
 
 
-def _digest_files(paths: list[tuple[str, epath.Path]]) -> str:
+def digest_files(paths: list[tuple[str, epath.Path]]) -> str:
+    """sha256 over (name, file) pairs in the given order: each name and its content's digest."""
     h = hashlib.sha256()
     for name, path in paths:
         h.update(name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
@@ -88,7 +89,7 @@ def shared(settings: dict, train_text: epath.Path, task_dirs: dict[str, epath.Pa
         "suite_version": suite.VERSION,
         "settings_sha256": hashlib.sha256(settings_text).hexdigest(),
         "text_sha256": hashlib.sha256(train_text.read_bytes()).hexdigest(),
-        "suite_sha256": _digest_files(task_files),
+        "suite_sha256": digest_files(task_files),
     }
 
 

@@ -13,35 +13,27 @@ trained again on another machine is the kept one only if it labels every pair id
 
 from __future__ import annotations
 
-import hashlib
 import json
 import pathlib
 import re
 
 import numpy as np
 
-
-def digest_files(paths: list[pathlib.Path], root: pathlib.Path) -> str:
-    """sha256 over the files' names (relative to `root`) and contents, in sorted order."""
-    h = hashlib.sha256()
-    for path in sorted(paths):
-        h.update(str(path.relative_to(root)).encode() + b"\0")
-        h.update(hashlib.sha256(path.read_bytes()).digest())
-    return h.hexdigest()
+from bert_jax.ablations.provenance import digest_files
 
 
 def task_digest(data: pathlib.Path) -> str:
     """The task's train and dev files."""
-    return digest_files([data / "train.tsv", data / "dev.tsv"], data)
+    return digest_files([(name, data / name) for name in ("dev.tsv", "train.tsv")])
 
 
 def labels_digest(cache: pathlib.Path) -> str:
     """A teacher-label cache's shards (the rows and the teacher's logits; not its stats.json,
     which names paths)."""
-    shards = list(cache.glob("distill-*.tfrecord"))
+    shards = sorted(cache.glob("distill-*.tfrecord"))
     if not shards:
         raise FileNotFoundError(f"{cache}: no distill-*.tfrecord shards")
-    return digest_files(shards, cache)
+    return digest_files([(p.name, p) for p in shards])
 
 
 def slug(name: str) -> str:

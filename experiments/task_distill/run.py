@@ -279,8 +279,8 @@ def main() -> None:
     teacher, _ = teacher_stage(root, kept, data, transfer, mini, args, task_sha, train_now)
     teacher_id = teacher["labels_x0_sha256"]
     labels = [r.split("\t")[0] for r in (data / "dev.tsv").read_text().splitlines()[1:] if r]
-    constant = max(labels.count(v) for v in set(labels)) / len(labels)
     constant_hits = np.asarray([v == max(set(labels), key=labels.count) for v in labels], float)
+    constant = float(constant_hits.mean())
     # Nothing in `out` depends on when or where it is assembled (the runs' own dates and
     # commits are in them), so the kept runs give the same results.json anywhere.
     out = {"teacher_rate": teacher["rate"],
@@ -334,7 +334,7 @@ def main() -> None:
             print(f"{claim:60s} {c['diff']:+.2f} [{c['ci95'][0]:+.2f}, {c['ci95'][1]:+.2f}] "
                   f"{c['verdict']}" + ("" if c["against"] == b else f" (against {c['against']}: "
                                        f"{b} is below it)"))  # fmt: skip
-    out["dates"] = sorted({d for d in dates if d})
+    out["dates"] = sorted(dates)
     (root / "results.json").write_text(json.dumps(out, indent=1) + "\n")
     print(f"teacher {teacher['accuracy']:.3f} at lr {teacher['rate']} (slice: "
           f"{teacher['slice_accuracy']}); best constant {constant:.3f}; "
