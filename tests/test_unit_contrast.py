@@ -37,10 +37,29 @@ def test_committed_units_rows_give_their_recorded_f1():
         assert f1 == pytest.approx(100 * json.loads(path.read_text())["f1"], abs=1e-6), path
 
 
+def _unit(root, name: str, seed: int, **manifest) -> None:
+    d = root / name / "finetune" / name / "conll" / "e30-lr0.0003-d0.1-s64" / "seed0"
+    d.mkdir(parents=True)
+    np.savez(d / "example_rows.npz", rows=np.ones((3, 3)))
+    fields = {"scale": "cpu", "suite_version": 3, "settings_sha256": "s", "text_sha256": "t",
+              "suite_sha256": "u", "pretraining_seed": seed, **manifest}  # fmt: skip
+    (root / name / "manifest.json").write_text(json.dumps(fields))
+
+
 def test_a_unit_with_two_budgets_is_refused(tmp_path):
-    for budget in ("e30-lr0.0003-d0.1-s64", "e30-lr0.0001-d0.1-s64"):
-        d = tmp_path / "x-s10" / "finetune" / "x-s10" / "conll" / budget / "seed0"
-        d.mkdir(parents=True)
-        np.savez(d / "example_rows.npz", rows=np.ones((3, 3)))
+    _unit(tmp_path, "x-s10", 0)
+    d = tmp_path / "x-s10" / "finetune" / "x-s10" / "conll" / "e30-lr0.0001-d0.1-s64" / "seed0"
+    d.mkdir(parents=True)
     with pytest.raises(SystemExit, match="x-s10: 2 fine-tuning budgets of conll"):
         unit_contrast.arm_runs(tmp_path, "x-s10", "conll")
+
+
+def test_units_made_from_other_data_are_refused_by_name(tmp_path):
+    _unit(tmp_path, "x-s10", 0)
+    _unit(tmp_path, "x-s10-p1", 1)
+    _unit(tmp_path, "y-s10", 0, suite_sha256="other", text_sha256="other")
+    assert unit_contrast.arm_runs(tmp_path, "x-s10", "conll")[1] == [0, 1]
+    unit_contrast.check_shared(tmp_path, ["x-s10"])
+    with pytest.raises(SystemExit, match=r"y-s10: made with another text_sha256, suite_sha256 "
+                       r"than x-s10"):  # fmt: skip
+        unit_contrast.check_shared(tmp_path, ["x-s10", "y-s10"])

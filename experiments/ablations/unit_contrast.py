@@ -17,6 +17,7 @@ scores and the interval; expect a second.
 from __future__ import annotations
 
 import argparse
+import json
 import pathlib
 import re
 
@@ -28,26 +29,45 @@ from bert_jax.ablations.stats import headline, metric_of
 UNITS = pathlib.Path(__file__).resolve().parent / "results" / "units" / "cpu"
 
 
+# What units must share to be compared (bert_jax.ablations.provenance.shared, and the scale).
+SHARED = ("scale", "suite_version", "settings_sha256", "text_sha256", "suite_sha256")
+
+
+def units_of(units: pathlib.Path, key: str) -> dict[pathlib.Path, dict]:
+    """The units of `key` (KEY and KEY-pN) and their manifests."""
+    return {u: json.loads((u / "manifest.json").read_text()) for u in sorted(units.iterdir())
+            if re.fullmatch(re.escape(key) + r"(-p\d+)?", u.name)}  # fmt: skip
+
+
 def arm_runs(units: pathlib.Path, key: str, task: str) -> tuple[list[np.ndarray], list[int]]:
-    """Every fine-tuning run of `task` on the final checkpoint of each pretraining seed of `key`,
-    and each run's pretraining seed."""
+    """Every fine-tuning run of `task` on the final checkpoint of each pretraining seed of `key`
+    (units KEY and KEY-pN), and each run's pretraining seed (from the unit's manifest)."""
     runs, groups = [], []
-    seeds = {}
-    for unit in units.iterdir():
-        found = re.fullmatch(re.escape(key) + r"(?:-p(\d+))?", unit.name)
-        if found:
-            seeds[int(found.group(1) or 0)] = unit
-    for seed, unit in sorted(seeds.items()):
+    by_seed = sorted(units_of(units, key).items(), key=lambda um: um[1]["pretraining_seed"])
+    for unit, manifest in by_seed:
         budgets = sorted(p for p in (unit / "finetune" / unit.name / task).glob("e*") if p.is_dir())
         if len(budgets) != 1:
             raise SystemExit(f"{unit}: {len(budgets)} fine-tuning budgets of {task} "
                              f"({[b.name for b in budgets]}); expected one")  # fmt: skip
         for rows_file in sorted(budgets[0].glob("seed*/example_rows.npz")):
             runs.append(np.load(rows_file)["rows"])
-            groups.append(seed)
+            groups.append(manifest["pretraining_seed"])
     if not runs:
         raise SystemExit(f"{units}: no unit {key} (or {key}-pN) with {task} runs")
     return runs, groups
+
+
+def check_shared(units: pathlib.Path, keys: list[str]) -> None:
+    """Refuses, naming the unit and the fields, units of `keys` made with other settings,
+    pretraining text or downstream data than the first (as Units._check does against a
+    workdir)."""
+    found = [um for k in keys for um in units_of(units, k).items()]
+    (first_unit, first), *rest = found
+    for unit, manifest in rest:
+        differ = [k for k in SHARED if manifest.get(k) != first.get(k)]
+        if differ:
+            raise SystemExit(f"{unit}: made with another {', '.join(differ)} than "
+                             f"{first_unit.name}; units compared must share them")  # fmt: skip
 
 
 def main() -> None:
@@ -72,6 +92,7 @@ def main() -> None:
         per_seed = "; ".join(f"p{g}: {' / '.join(f'{s:.2f}' for s in scores)}"
                              for g, scores in sorted(by_seed.items()))  # fmt: skip
         print(f"{name} = {key} {task}: {len(by_seed)} pretraining runs ({per_seed})")
+    check_shared(units, [args.a, args.b])  # both arms found: arm_runs names a missing one
     d = interval.difference(*loaded["A"][:1], *loaded["B"][:1], kind, loaded["A"][1],
                             loaded["B"][1])  # fmt: skip
     verdict = "holds" if d["low"] > 0 else "reversed" if d["high"] < 0 else "unresolved"
