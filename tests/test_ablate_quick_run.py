@@ -256,6 +256,18 @@ def _units_assemble_the_same_table(tmp_path: pathlib.Path, scale, doc5: dict) ->
     partial = tmp_path / "partial"
     shutil.copytree(units, partial)
     shutil.rmtree(partial / "quick" / no_nsp)
+    # --assemble trains nothing: an arm with no unit is left out, with every claim on it.
+    lacking = ablate("5", scale, str(tmp_path / "lacking"), progress=messages.append,
+                     units_dir=str(partial), assemble=True)  # fmt: skip
+    assert lacking["assembled_from_units"]["arms_left_out"] == ["No NSP"]
+    assert lacking["arms"] == {a: r for a, r in doc5["arms"].items() if a != "No NSP"}
+    assert all("No NSP" not in pair.split(" - ") for by_pair in lacking["intervals"].values()
+               for pair in by_pair)  # fmt: skip
+    assert not list((tmp_path / "lacking").glob("pretrain/*/checkpoints"))
+    assert "left out with their claims: No NSP." in (tmp_path / "lacking" / "5.md").read_text()
+    with pytest.raises(BertJaxError, match="--assemble: give --units_dir"):
+        ablate("5", scale, str(tmp_path / "lacking"), units_dir=str(partial), assemble=True,
+               units=(("BERT", 0),))  # fmt: skip
     other = tmp_path / "other"
     out = plan("5", scale, str(other), units_dir=str(partial), progress=messages.append)
     assert [u["arms"] for u in out if any(o["runs"] for o in u["left"].values())] == [
@@ -268,6 +280,20 @@ def _units_assemble_the_same_table(tmp_path: pathlib.Path, scale, doc5: dict) ->
     third = ablate("5", scale, str(tmp_path / "third"), progress=messages.append,
                    units_dir=str(partial))  # fmt: skip
     assert third["arms"] == doc5["arms"] and third["intervals"] == doc5["intervals"]
+    # A second random-init run, on conll only: assembled, each arm has the runs it has; a unit
+    # lacking a task's runs is named, not used, for a table that needs them.
+    ablate("5", dataclasses.replace(scale, pretrain_seeds=2), str(other), units_dir=str(partial),
+           units=(("random init", 1),), only_tasks=("conll",), progress=messages.append)
+    conll = ablate("5", scale, str(tmp_path / "fifth"), progress=messages.append,
+                   units_dir=str(partial), only_tasks=("conll",), assemble=True)  # fmt: skip
+    used = conll["assembled_from_units"]
+    assert used["runs"]["random init"] == [0, 1] and used["runs"]["BERT"] == [0]
+    assert conll["intervals"]["conll"]["BERT - random init"]["units"] == [1, 2]
+    assert conll["provenance"]["pretrain_seeds"]["random init"] == 2
+    whole = ablate("5", scale, str(tmp_path / "fifth"), progress=messages.append,
+                   units_dir=str(partial), assemble=True)  # fmt: skip
+    assert whole["assembled_from_units"]["incomplete"] == {"random init": [1]}
+    assert whole["arms"] == doc5["arms"]
     for bad in ("No NSP", "No NSP:x", ":1"):
         with pytest.raises(BertJaxError, match="is not ARM:SEED"):
             parse_units(bad)

@@ -33,3 +33,38 @@ def test_readme_findings_table_is_generated_from_the_newest_reports(tmp_path):
     table = "\n".join(findings.rows(results))
     assert "table5_cpu_2026-11-28" not in table
     assert f"| {doc['claims'][0]['claim']} | made up / here | reversed |" in table
+
+
+def test_a_claim_measured_again_is_shown_from_the_newer_report_only(tmp_path):
+    """A table assembled from units for some columns (another series of the same table and
+    scale) replaces the older report's rows of the claims it makes, and no others."""
+    findings = _findings()
+    results = tmp_path / "results"
+    results.mkdir()
+    old = json.loads((ROOT / "results" / "table5_cpu_2026-11-28.json").read_text())
+    (results / "table5_cpu_2026-11-28.json").write_text(json.dumps(old))
+    again = next(c for c in old["claims"] if c["claim"].startswith("MLM (No NSP) beats LTR"))
+    newer = {**old, "claims": [{**again, "detail": "from units"}]}
+    (results / "table5_cpu_2099-01-01_units_conll.json").write_text(json.dumps(newer))
+    table = findings.rows(results)
+    made = [line for line in table if f"| {again['claim']} |" in line]
+    assert len(made) == 1 and "table5_cpu_2099-01-01_units_conll" in made[0], made
+    assert len(table) == 2 + len(old["claims"])  # the old report's other claims stay
+
+
+def test_every_committed_report_with_rows_rerenders_byte_for_byte(tmp_path):
+    """`bert-jax ablate --rerender` of a committed report (its rows beside it) on a fresh clone
+    writes the same json and md."""
+    from bert_jax.ablations import report
+
+    with_rows = sorted(p.with_name(p.name.replace(".rows.npz", ".json"))
+                       for p in (ROOT / "results").glob("*.rows.npz"))  # fmt: skip
+    assert len(with_rows) >= 2, with_rows
+    for path in with_rows:
+        for name in (path.name, path.name.replace(".json", ".md"),
+                     path.name.replace(".json", ".rows.npz")):  # fmt: skip
+            shutil.copy(path.with_name(name), tmp_path / name)
+        report.rerender(str(tmp_path / path.name))
+        for suffix in (".json", ".md"):
+            name = path.name.replace(".json", suffix)
+            assert (tmp_path / name).read_bytes() == path.with_name(name).read_bytes(), name

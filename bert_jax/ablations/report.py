@@ -44,7 +44,7 @@ import math
 import numpy as np
 from etils import epath
 
-from bert_jax.ablations import claims, stats, tables
+from bert_jax.ablations import assembly, claims, stats, tables
 from bert_jax.ablations.evidence import Evidence, check_belongs, identity_of, rows_path
 from bert_jax.atomic_write import read_json, write_json_atomic, write_text_atomic
 from bert_jax.errors import BertJaxError
@@ -72,7 +72,7 @@ def write(
     pretraining: dict | None = None, evidence: Evidence | None = None,
     uncalibrated: list[str] | None = None, compute: dict | None = None,
     ceiling: dict | None = None, left_out: list[str] | None = None,
-    provenance: dict | None = None,
+    provenance: dict | None = None, assembled: dict | None = None,
 ) -> dict:  # fmt: skip
     """The table document, its md and plot in `out_dir`, and `evidence` (the per-example rows
     its intervals are computed from) beside them."""
@@ -89,6 +89,8 @@ def write(
         doc["tasks_left_out"] = left_out
     if provenance is not None:  # bert_jax.ablations.provenance.of_table
         doc["provenance"] = provenance
+    if assembled is not None:  # --assemble: which units each arm was made of
+        doc["assembled_from_units"] = assembled
     wiring = scale == "quick"  # claims scored on its numbers would read as findings
     doc["claims"] = [] if wiring else claims.check(doc)
     doc["wiring_check"] = wiring
@@ -173,6 +175,8 @@ def markdown(doc: dict) -> str:
     if left := doc.get("tasks_left_out"):
         lines += ["", f"Only some of the table's tasks were run (--only_tasks); left out: "
                   f"{', '.join(left)}."]  # fmt: skip
+    if used := doc.get("assembled_from_units"):
+        lines += ["", *assembly.describe(used)]
     lines += ["", "| arm | " + " | ".join(tasks) + " |", "|---" * (len(tasks) + 1) + "|"]
     for arm, row in doc["arms"].items():
         cells = []

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from etils import epath
 
-from bert_jax.ablations import report, run_time, tables
+from bert_jax.ablations import assembly, report, run_time, tables
 from bert_jax.ablations.checks import PAIR_TASKS
 from bert_jax.ablations.evidence import Evidence
 from bert_jax.ablations.harness import Harness
@@ -162,13 +162,19 @@ def ablate(
     units_dir: str = "",
     units: tuple[tuple[str, int], ...] = (),
     vocab: str = "",
+    assemble: bool = False,
 ) -> dict | None:
     """Runs (or continues) every arm of `table`; writes and returns the table document.
     `only_tasks`: the table's columns to run and report (all when empty). `units_dir`: finished
     runs are brought in from the units there first and every finished run is kept there
     (bert_jax.ablations.units). `units`: run only these (arm, pretraining seed) units of the
     table, keep them in `units_dir` and write no table (None is returned). `vocab`: a vocab.txt
-    or sentencepiece model to use instead of training one (bert_jax.ablations.given_vocab)."""
+    or sentencepiece model to use instead of training one (bert_jax.ablations.given_vocab).
+    `assemble`: train nothing; the table from every finished unit in `units_dir`, each arm over
+    as many pretraining runs as it has there (bert_jax.ablations.assembly)."""
+    if assemble and (units or not units_dir):
+        raise BertJaxError("--assemble: give --units_dir (the units to assemble the table from) "
+                           "and no --units")  # fmt: skip
     _share_compiled_steps(workdir)
     spec = tables.get(table)
     arms = spec.arms(scale)
@@ -184,6 +190,20 @@ def ablate(
     store = _bring_in(harness, units_dir, progress)
     if units:
         jobs = unit_jobs(table, arms, scale, jobs, units)
+    used = None
+    if assemble:
+        seeds = [m["pretraining_seed"] for m in store.manifests().values()]
+        scale = dataclasses.replace(scale, pretrain_seeds=max(seeds, default=0) + 1)
+        jobs, used = assembly.finished_units(harness, table_jobs(arms, scale))
+        if not jobs:
+            some = sum(len(s) for s in used["incomplete"].values())
+            raise BertJaxError(
+                f"--assemble: no finished unit of table {table} in {store.root}"
+                + (f": {some} hold only some of their arm's runs (made with other --seeds or "
+                   "--only_tasks?)" if some else "")
+            )  # fmt: skip
+        arms = [a for a in arms if a.name in used["runs"]]
+        progress("\n".join(assembly.describe(used)))
     if (left := harness.to_do(jobs)) is not None:
         progress(left)
     start = time.time()
@@ -236,20 +256,22 @@ def ablate(
             budget["candidates"] = list(scale.finetune_lrs)
             budget["chosen"] = {a.name: {t: harness.learning_rate(a, t) for t in a.tasks
                                          if t not in tables.INTRINSIC} for a in arms}  # fmt: skip
-    checks = {pretraining_name(a, p): harness.masked_lm_check(seeded(a, p).pretrain)
-              for a in arms if a.step is None
-              for p in range(1 if a.pretrain.checkpoint else scale.pretrain_seeds)}  # fmt: skip
+    checks = {pretraining_name(a, a.pretrain.seed): harness.masked_lm_check(a.pretrain)
+              for a, _, _ in jobs if a.step is None}  # fmt: skip
     pretraining = {name: check for name, check in checks.items() if check is not None}
     runs = [r for job in jobs for r in harness.job_runs(*job) if r.directory is not None]
     compute = run_time.spent((r.part, r.directory) for r in runs)
     if store is not None:
         _keep(store, harness, jobs)  # the checks' caches made above
     made = harness.provenance(r.directory for r in runs)
+    if used is not None:  # each arm's own number of pretraining runs
+        made["pretrain_seeds"] = {arm: len(seeds) for arm, seeds in used["runs"].items()}
     calibrated = calibration_doc(workdir, table)
     doc = report.write(workdir, table, scale.name, rows, baselines, budget, pretraining,
                        Evidence(examples, groups, constants),
                        calibration.uncalibrated(calibrated), compute,
-                       calibration.ceiling(calibrated, budget), left_out, made)  # fmt: skip
+                       calibration.ceiling(calibrated, budget), left_out, made,
+                       used)  # fmt: skip
     wrote = f"wrote {workdir}/{table}.json and {table}.md ({time.time() - start:.0f}s)"
     if doc.get("wiring_check"):
         progress(f"{wrote}: {report.WIRING_CHECK}")

@@ -32,6 +32,9 @@ brought in before anything runs, so a table assembles from units made on several
   bert-jax ablate --table 5 --workdir W --units_dir D --plan       # what is left, how long
   bert-jax ablate --table 5 --workdir W --units_dir D --units 'No NSP:1,LTR & No NSP:1'
   bert-jax ablate --table 5 --workdir W2 --units_dir D           # the table, from D's units
+  bert-jax ablate --table 5 --only_tasks conll --workdir W3 --units_dir D --assemble
+--assemble trains nothing: each arm over every finished unit of it in D, as many pretraining
+runs as it has there; arms with none are left out with their claims (the md names them).
 """
 
 from __future__ import annotations
@@ -112,6 +115,10 @@ _PLAN = flags.DEFINE_bool(
     "plan", False, "Print which units the table still needs (after bringing in --units_dir) "
     "and about how long each takes by the finished runs of its kind; nothing runs."
 )  # fmt: skip
+_ASSEMBLE = flags.DEFINE_bool(
+    "assemble", False, "Train nothing: the table from every finished unit in --units_dir, "
+    "each arm over as many pretraining runs as it has there; arms with none are left out."
+)  # fmt: skip
 _TPU_NAME = flags.DEFINE_string("tpu_name", "", "--scale tpu: the TPU VM to launch on.")
 _TOPOLOGY = flags.DEFINE_string(
     "topology", "v4-32",
@@ -172,4 +179,4 @@ def main(argv: list[str]) -> None:
 
     ablate(_TABLE.value, scale, _WORKDIR.value, _CORPUS.value, tasks, only_tasks=only,
            units_dir=_UNITS_DIR.value, units=parse_units(_UNITS.value),
-           vocab=_VOCAB_FILE.value)  # fmt: skip
+           vocab=_VOCAB_FILE.value, assemble=_ASSEMBLE.value)  # fmt: skip

@@ -1,7 +1,9 @@
 """The findings table of experiments/ablations/README.md, generated from the committed result
 files (results/*.json as `bert-jax ablate` wrote them): every claim of the newest report of each
 table, with its measured difference, interval, runs, verdict, the interval's method and the
-report's provenance. The README holds it between the two FINDINGS markers; nothing there is
+report's provenance. A claim measured again by a newer report of the same table and scale (a
+table assembled from units for some columns, `table5_cpu_DATE_units_conll.json`) is shown from
+the newer report only. The README holds it between the two FINDINGS markers; nothing there is
 written by hand.
 
     python experiments/ablations/findings.py           # rewrites the README's table
@@ -56,13 +58,28 @@ def _made(doc: dict) -> str:
     return "; ".join(p["made_by"]) or p["rendered_by"]
 
 
+def _newest_claims(reports: list[tuple[pathlib.Path, dict]]) -> dict[tuple, pathlib.Path]:
+    """(table, scale, claim) -> the newest report making it (by date, then name)."""
+    newest: dict[tuple, tuple[str, str, pathlib.Path]] = {}
+    for path, doc in reports:
+        stamp = (_DATED.match(path.name)["date"], path.name, path)
+        for claim in doc["claims"]:
+            key = (doc["table"], doc["scale"], claim["claim"])
+            if key not in newest or newest[key][:2] < stamp[:2]:
+                newest[key] = stamp
+    return {key: stamp[2] for key, stamp in newest.items()}
+
+
 def rows(results: pathlib.Path) -> list[str]:
     lines = ["| report | claim | measured | verdict | interval | made by |",
              "|---|---|---|---|---|---|"]  # fmt: skip
-    for path in newest_reports(results):
-        doc = json.loads(path.read_text())
+    reports = [(path, json.loads(path.read_text())) for path in newest_reports(results)]
+    shown_from = _newest_claims(reports)
+    for path, doc in reports:
         method, made = _method(doc), _made(doc)
         for claim in doc["claims"]:
+            if shown_from[(doc["table"], doc["scale"], claim["claim"])] != path:
+                continue
             verdict = claim.get("verdict") or ("holds" if claim["holds"] else "does not hold")
             detail = claim["detail"].replace("|", "/")
             lines.append(f"| [{path.stem}](results/{path.name}) | {claim['claim']} | {detail} | "

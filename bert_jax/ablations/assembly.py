@@ -1,0 +1,60 @@
+"""A table assembled from finished units alone (`bert-jax ablate --assemble`): each arm over
+every pretraining run whose unit holds all of that arm's runs, however many runs each arm has
+(one machine may have run six seeds of an arm and two of another); nothing is trained.
+
+An arm with no such unit is left out of the table, and so are its claims (tables/compare.py
+skips a comparison with an arm it lacks); a unit holding only some of an arm's runs (its
+pretraining finished, a fine-tuning run not) is named and not used, so every arm's score is a
+mean over whole pretraining runs, as the calibrated interval assumes (bert_jax.ablations.
+interval).
+"""
+
+from __future__ import annotations
+
+from bert_jax.ablations.tables import Arm
+
+Job = tuple[Arm, str, int]  # (arm on one of its pretraining runs, task, fine-tuning seed)
+
+
+def finished_units(harness, jobs: list[Job]) -> tuple[list[Job], dict]:
+    """The jobs of every (arm, pretraining run) whose runs have all finished in `harness`'s
+    workdir (after its units were brought in), and what was used: {"runs": {ARM: [SEED]},
+    "incomplete": {ARM: [SEED]}, "arms_left_out": [ARM]}. Looks; runs nothing."""
+    by_run: dict[tuple[str, int], list[Job]] = {}
+    for job in jobs:
+        by_run.setdefault((job[0].name, job[0].pretrain.seed), []).append(job)
+    kept: list[Job] = []
+    runs: dict[str, list[int]] = {}
+    incomplete: dict[str, list[int]] = {}
+    for (arm, seed), group in by_run.items():
+        done = [harness.finished(*job) for job in group]
+        if all(done):
+            kept += group
+            runs.setdefault(arm, []).append(seed)
+        elif any(done) or _pretrained(harness, group[0][0]):
+            incomplete.setdefault(arm, []).append(seed)
+    arms = list(dict.fromkeys(name for name, _ in by_run))
+    left_out = [a for a in arms if a not in runs]
+    return kept, {"runs": runs, "incomplete": incomplete, "arms_left_out": left_out}
+
+
+def _pretrained(harness, arm: Arm) -> bool:
+    return not arm.pretrain.checkpoint and (
+        harness.root / "pretrain" / arm.pretrain.key / "done.json"
+    ).exists()
+
+
+def describe(used: dict) -> list[str]:
+    """The md's lines saying which pretraining runs each arm was assembled from."""
+    runs = "; ".join(f"{arm} {len(s)} ({', '.join(map(str, s))})"
+                     for arm, s in used["runs"].items())  # fmt: skip
+    lines = [f"Assembled from finished units (--assemble), pretraining runs per arm (their "
+             f"seeds): {runs}."]
+    if used["arms_left_out"]:
+        lines.append(f"Arms with no finished unit, left out with their claims: "
+                     f"{', '.join(used['arms_left_out'])}.")  # fmt: skip
+    if used["incomplete"]:
+        part = "; ".join(f"{arm} seed {', '.join(map(str, s))}"
+                         for arm, s in used["incomplete"].items())  # fmt: skip
+        lines.append(f"Units holding only some of an arm's runs, not used: {part}.")
+    return lines

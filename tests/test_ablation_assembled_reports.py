@@ -1,0 +1,35 @@
+"""Every committed report assembled from units (`bert-jax ablate --assemble`) is what the
+committed units give on a fresh clone: the same json, but for the commit and machine that
+rendered it."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent / "experiments" / "ablations" / "results"
+
+
+@pytest.mark.slow  # builds the suite and vocab once: about a minute on one core
+def test_committed_assembled_reports_come_back_from_the_committed_units(tmp_path):
+    from bert_jax.ablations import report
+    from bert_jax.ablations.run import ablate, scale_for
+
+    paths = [p for p in sorted(ROOT.glob("*.json"))
+             if "assembled_from_units" in json.loads(p.read_text())]  # fmt: skip
+    assert paths, "no committed report assembled from units"
+    for path in paths:
+        doc = json.loads(path.read_text())
+        made = doc["provenance"]
+        scale = scale_for(doc["scale"], steps=made["steps"], model=made["model"],
+                          seeds=made["seeds"])  # fmt: skip
+        tasks = tuple(dict.fromkeys(t for row in doc["arms"].values() for t in row))
+        again = ablate(doc["table"], scale, str(tmp_path / path.stem), progress=lambda m: None,
+                       only_tasks=tasks if doc.get("tasks_left_out") else (),
+                       units_dir=str(ROOT / "units"), assemble=True)  # fmt: skip
+        again = json.loads(json.dumps(report.json_safe(again)))
+        for d in (doc, again):
+            d["provenance"].pop("rendered_by")
+        assert again == doc, path.name
