@@ -53,6 +53,21 @@ def test_interval_width_and_verdicts():
     assert (nested["units"], nested["df"]) == ([2, 1], 1.0)
     assert nested["high"] - nested["low"] > 3 * (flat["high"] - flat["low"])
     assert nested["low"] < 100 * (0.55 - 0.5) + 1.5 < 100 * (0.7 - 0.5) - 1.5 < nested["high"]
+    # Projected to more pretraining runs at the measured spreads: at the runs it has, the
+    # interval's own half-width; narrower with more; the runs that would leave out 0.
+    four = [r for seed, rate in enumerate((0.62, 0.55, 0.6, 0.5)) for r in _runs(rate, n, 2, seed)]
+    three = [r for seed, rate in enumerate((0.5, 0.56, 0.47), 10) for r in _runs(rate, n, 2, seed)]
+    d = interval.difference(four, three, "sst2", [0, 0, 1, 1, 2, 2, 3, 3], [0, 0, 1, 1, 2, 2])
+    assert d["units"] == [4, 3] and stats.verdict(d) == stats.UNRESOLVED
+    even = interval.difference(four[:6], three, "sst2", [0, 0, 1, 1, 2, 2], [0, 0, 1, 1, 2, 2])
+    assert interval.half_width(even, 3) == pytest.approx((even["high"] - even["low"]) / 2)
+    widths = [interval.half_width(d, g) for g in (4, 6, 10)]
+    assert widths == sorted(widths, reverse=True) and widths[-1] > 0
+    need = interval.runs_to_resolve(d)
+    assert need is not None and 4 < need <= 20
+    assert interval.half_width(d, need) < abs(d["diff"]) <= interval.half_width(d, need - 1)
+    assert interval.runs_to_resolve(d, paper_effect=0.1) is None  # never as narrow as that
+    assert interval.half_width(one, 5) is None and interval.runs_to_resolve(one) is None
 
 
 def test_entity_f1_examples_term_matches_the_bootstrap():

@@ -118,6 +118,8 @@ def difference(
     if len(parts) > 1:  # no more than the units' own (the example term's many would lift it)
         df = min(df, sum(df for _, df in parts[1:]))
     diff = a - b
+    spreads = [float(np.std(u, ddof=1)) if w != FIXED and len(u) > 1 else None
+               for u, w in ((units_a, what_a), (units_b, what_b))]  # fmt: skip
     if unbounded:
         low, high, df = -math.inf, math.inf, 0.0
     else:
@@ -127,4 +129,40 @@ def difference(
         "diff": diff, "low": low, "high": high, "examples": n,
         "runs": [len(runs_a), len(runs_b)], "units": [len(units_a), len(units_b)],
         "unit_kinds": [what_a, what_b], "df": df, "method": "welch",
+        "spreads": spreads, "examples_variance": parts[0][0],
     }  # fmt: skip
+
+
+def half_width(d: dict, runs: int) -> float | None:
+    """The half-width `d`'s interval would have with `runs` units in each arm that has a
+    spread (a fixed answer stays one), if the arms' spreads and the examples' term stayed as
+    measured; None when an arm's spread is unknown (one run) or not recorded (before
+    2026-11-30)."""
+    if "spreads" not in d or runs < 2:
+        return None
+    kinds = d["unit_kinds"]
+    if any(s is None and k != FIXED for s, k in zip(d["spreads"], kinds, strict=True)):
+        return None
+    parts = [(d["examples_variance"], d["examples"] - 1)]
+    parts += [(s * s / runs, runs - 1) for s, k in zip(d["spreads"], kinds, strict=True)
+              if k != FIXED]  # fmt: skip
+    variance = sum(v for v, _ in parts)
+    denominator = sum(v * v / df for v, df in parts if df > 0 and v > 0)
+    df = variance * variance / denominator if denominator > 0 else math.inf
+    df = min(df, sum(df for _, df in parts[1:]))
+    return float(scipy_stats.t.ppf(0.975, df)) * math.sqrt(variance) if variance else 0.0
+
+
+def runs_to_resolve(d: dict, paper_effect: float | None = None, most: int = 20) -> int | None:
+    """The fewest units an arm (from the most either has now) whose interval, at the measured
+    spreads, would leave out 0 for a difference of the measured size, and be no wider than the
+    paper's effect when one is given (stats.verdict's two rules): how many pretraining runs an
+    unresolved comparison is likely to need. None when `most` would not do, or the spreads are
+    unknown."""
+    for runs in range(max(*d["units"], 2), most + 1):
+        half = half_width(d, runs)
+        if half is None:
+            return None
+        if half < abs(d["diff"]) and (paper_effect is None or 2 * half <= abs(paper_effect)):
+            return runs
+    return None

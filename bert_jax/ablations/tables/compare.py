@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from bert_jax.ablations import stats
-from bert_jax.ablations.interval import FIXED, ONE_RUN
+from bert_jax.ablations.interval import FIXED, ONE_RUN, runs_to_resolve
 from bert_jax.ablations.tables.base import Claim
 
 RANDOM_INIT = "random init"  # the arm of an untrained model, in every table that has one
@@ -54,6 +54,11 @@ def judged(
     verdict = verdict or stats.verdict(d, effect)
     detail = (f"{prefix}difference {d['diff']:+.2f}, 95% interval [{d['low']:+.2f}, "
               f"{d['high']:+.2f}] over {d['examples']} examples and {_units(d)}")  # fmt: skip
+    if verdict == stats.UNRESOLVED and (kind := _growing_kind(d)) is not None:
+        runs = runs_to_resolve(d, effect)
+        detail += (f"; at the measured spreads about {runs} {kind} an arm would resolve a "
+                   "difference this size" if runs else
+                   f"; at the measured spreads 20 {kind} an arm would not resolve it")
     out = {"claim": claim, "holds": verdict == stats.HOLDS, "verdict": verdict,
            "interval": [d["low"], d["high"]], "detail": detail}  # fmt: skip
     if effect is not None:
@@ -64,6 +69,17 @@ def judged(
             out["size_against_paper"] = size
         out["detail"] = detail
     return out
+
+
+def _growing_kind(d: dict) -> str | None:
+    """What more of would narrow `d`'s interval ("pretraining runs"), when its arms' spreads
+    were measured (documents since 2026-11-30); None for a fixed answer against one run."""
+    if "spreads" not in d:
+        return None
+    kinds = [k for k in d["unit_kinds"] if k != FIXED]
+    if not kinds or ONE_RUN in kinds:
+        return None
+    return kinds[0] if len(set(kinds)) == 1 else "runs"
 
 
 def _units(d: dict) -> str:
