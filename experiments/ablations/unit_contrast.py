@@ -11,7 +11,8 @@ An arm is a unit key; its pretraining seeds are the units `KEY` (seed 0) and `KE
 its final checkpoint (every seed directory of one budget; the unit must have exactly one) are
 that pretraining run's runs, and bert_jax.ablations.interval.difference gives A - B: Welch's t
 over the pretraining runs' means, with the dev examples' sampling added. Prints the per-run
-scores and the interval; expect a second.
+scores and the interval (and, unresolved, about how many pretraining runs an arm would resolve
+a difference of its size at the measured spreads); expect a second.
 """
 
 from __future__ import annotations
@@ -99,6 +100,11 @@ def main() -> None:
     print(f"A - B on {kind}: {d['diff']:+.2f} [{d['low']:+.2f}, {d['high']:+.2f}], df "
           f"{d['df']:.1f}, {d['units'][0]} and {d['units'][1]} pretraining runs, {d['examples']} "
           f"dev examples: {verdict}")  # fmt: skip
+    if verdict == "unresolved":
+        runs = interval.runs_to_resolve(d)
+        print(f"at the measured spreads, about {runs} pretraining runs an arm would resolve a "
+              "difference this size" if runs else
+              "at the measured spreads, 20 pretraining runs an arm would not resolve it")
 
 
 if __name__ == "__main__":
