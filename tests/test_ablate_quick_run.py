@@ -288,6 +288,8 @@ def _units_assemble_the_same_table(tmp_path: pathlib.Path, scale, doc5: dict) ->
                    units_dir=str(partial), only_tasks=("conll",), assemble=True)  # fmt: skip
     used = conll["assembled_from_units"]
     assert used["runs"]["random init"] == [0, 1] and used["runs"]["BERT"] == [0]
+    means = used["run_means"]["random init"]["conll"]  # one fine-tuning seed a run at quick
+    assert len(means) == 2 and means[0] == doc5["arms"]["random init"]["conll"]["median"]
     assert conll["intervals"]["conll"]["BERT - random init"]["units"] == [1, 2]
     assert conll["provenance"]["pretrain_seeds"]["random init"] == 2
     whole = ablate("5", scale, str(tmp_path / "fifth"), progress=messages.append,

@@ -44,17 +44,32 @@ def _pretrained(harness, arm: Arm) -> bool:
     ).exists()
 
 
+def run_means(jobs: list[Job], values: list[float]) -> dict[str, dict[str, list[float]]]:
+    """ARM -> TASK -> each pretraining run's mean score over its fine-tuning seeds, in the
+    order of the arm's runs."""
+    by_run: dict[str, dict[str, dict[int, list[float]]]] = {}
+    for (arm, task, _), value in zip(jobs, values, strict=True):
+        runs = by_run.setdefault(arm.name, {}).setdefault(task, {})
+        runs.setdefault(arm.pretrain.seed, []).append(value)
+    return {arm: {task: [sum(v) / len(v) for v in runs.values()] for task, runs in row.items()}
+            for arm, row in by_run.items()}  # fmt: skip
+
+
 def describe(used: dict) -> list[str]:
-    """The md's lines saying which pretraining runs each arm was assembled from."""
+    """The md's list saying which pretraining runs each arm was assembled from."""
     runs = "; ".join(f"{arm} {len(s)} ({', '.join(map(str, s))})"
                      for arm, s in used["runs"].items())  # fmt: skip
-    lines = [f"Assembled from finished units (--assemble), pretraining runs per arm (their "
+    lines = [f"- Assembled from finished units (--assemble), pretraining runs per arm (their "
              f"seeds): {runs}."]
     if used["arms_left_out"]:
-        lines.append(f"Arms with no finished unit, left out with their claims: "
+        lines.append(f"- Arms with no finished unit, left out with their claims: "
                      f"{', '.join(used['arms_left_out'])}.")  # fmt: skip
+    for arm, row in used.get("run_means", {}).items():
+        for task, means in row.items():
+            lines.append(f"- {arm} on {task}, each pretraining run's mean: "
+                         f"{', '.join(f'{m:.2f}' for m in means)}.")  # fmt: skip
     if used["incomplete"]:
         part = "; ".join(f"{arm} seed {', '.join(map(str, s))}"
                          for arm, s in used["incomplete"].items())  # fmt: skip
-        lines.append(f"Units holding only some of an arm's runs, not used: {part}.")
+        lines.append(f"- Units holding only some of an arm's runs, not used: {part}.")
     return lines

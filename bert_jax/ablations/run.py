@@ -230,6 +230,8 @@ def ablate(
         arm: {t: report.summarize(v, spec.paper_number(arm, t)) for t, v in row.items()}
         for arm, row in scores.items()
     }
+    if used is not None:  # each pretraining run's mean score, to read the spread by
+        used["run_means"] = assembly.run_means(jobs, values)
     kinds = {t.removesuffix("_feature") for a in arms for t in a.tasks if t not in tables.INTRINSIC}
     baselines = {k: harness.baselines(k) for k in sorted(kinds)}
     # Every arm is also set against the best constant of the scored split, example by example.
