@@ -256,9 +256,17 @@ def _units_assemble_the_same_table(tmp_path: pathlib.Path, scale, doc5: dict) ->
     partial = tmp_path / "partial"
     shutil.copytree(units, partial)
     shutil.rmtree(partial / "quick" / no_nsp)
-    # --assemble trains nothing: an arm with no unit is left out, with every claim on it.
+    # --assemble trains nothing: an arm with no unit is left out, with every claim on it. It
+    # reads the units and writes nothing there, not even a cache it had to make again.
+    bert = tables.get("5").arms(scale)[0].pretrain.key
+    cache = pathlib.Path("quick", bert, "pretrain", bert, "baselines.json")
+    (partial / cache).unlink()
+    before = {f: f.stat().st_mtime_ns for f in partial.rglob("*") if f.is_file()}
     lacking = ablate("5", scale, str(tmp_path / "lacking"), progress=messages.append,
                      units_dir=str(partial), assemble=True)  # fmt: skip
+    assert {f: f.stat().st_mtime_ns for f in partial.rglob("*") if f.is_file()} == before
+    assert (tmp_path / "lacking" / cache.relative_to("quick", bert)).exists()
+    shutil.copy(units / cache, partial / cache)
     assert lacking["assembled_from_units"]["arms_left_out"] == ["No NSP"]
     assert lacking["arms"] == {a: r for a, r in doc5["arms"].items() if a != "No NSP"}
     assert all("No NSP" not in pair.split(" - ") for by_pair in lacking["intervals"].values()

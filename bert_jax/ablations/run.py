@@ -207,7 +207,9 @@ def ablate(
     if (left := harness.to_do(jobs)) is not None:
         progress(left)
     start = time.time()
-    kept = None if store is None else (
+    # --assemble reads the units and never writes to them (a cache made here stays here).
+    keeps = store is not None and not assemble
+    kept = None if not keeps else (
         lambda arm, task, seed: _keep(store, harness, [(arm, task, seed)]))  # fmt: skip
     values = _run_jobs(jobs, harness, table, tasks, progress, kept)
     if units:
@@ -263,7 +265,7 @@ def ablate(
     pretraining = {name: check for name, check in checks.items() if check is not None}
     runs = [r for job in jobs for r in harness.job_runs(*job) if r.directory is not None]
     compute = run_time.spent((r.part, r.directory) for r in runs)
-    if store is not None:
+    if keeps:
         _keep(store, harness, jobs)  # the checks' caches made above
     made = harness.provenance(r.directory for r in runs)
     if used is not None:  # each arm's own number of pretraining runs
