@@ -50,6 +50,17 @@ def test_a_claim_measured_again_is_shown_from_the_newer_report_only(tmp_path):
     made = [line for line in table if f"| {again['claim']} |" in line]
     assert len(made) == 1 and "table5_cpu_2099-01-01_units_conll" in made[0], made
     assert len(table) == 2 + len(old["claims"])  # the old report's other claims stay
+    # The same claim judged against the best constant (random init below it) replaces it too.
+    floor = "No NSP beats random init on conll"
+    assert any(c["claim"] == floor for c in old["claims"])
+    judged = {**again, "claim": f"{floor} (and the best constant answer, 17.56, which random "
+              "init scores below)", "detail": "against the constant"}  # fmt: skip
+    newer["claims"].append(judged)
+    (results / "table5_cpu_2099-01-01_units_conll.json").write_text(json.dumps(newer))
+    table = findings.rows(results)
+    assert [line for line in table if f"| {floor}" in line] == [
+        line for line in table if "against the constant" in line] and len(table) == 2 + len(
+        old["claims"])  # fmt: skip
 
 
 def test_every_committed_report_with_rows_rerenders_byte_for_byte(tmp_path):

@@ -3,8 +3,8 @@ files (results/*.json as `bert-jax ablate` wrote them): every claim of the newes
 table, with its measured difference, interval, runs, verdict, the interval's method and the
 report's provenance. A claim measured again by a newer report of the same table and scale (a
 table assembled from units for some columns, `table5_cpu_DATE_units_conll.json`) is shown from
-the newer report only. The README holds it between the two FINDINGS markers; nothing there is
-written by hand.
+the newer report only, however each judged it (`claim_key`). The README holds it between the
+two FINDINGS markers; nothing there is written by hand.
 
     python experiments/ablations/findings.py           # rewrites the README's table
     python experiments/ablations/findings.py --check   # exits 1 when the README's is stale
@@ -58,13 +58,21 @@ def _made(doc: dict) -> str:
     return "; ".join(p["made_by"]) or p["rendered_by"]
 
 
+def claim_key(text: str) -> str:
+    """What a claim is about, without how it was judged: "No NSP beats random init on conll"
+    for the same claim judged against the best constant (random init below it) or by the
+    seed std (reports without intervals)."""
+    text = re.sub(r" \(and the best constant answer, [^)]*\)$", "", text)
+    return text.removesuffix(" by more than 3x the seed std")
+
+
 def _newest_claims(reports: list[tuple[pathlib.Path, dict]]) -> dict[tuple, pathlib.Path]:
     """(table, scale, claim) -> the newest report making it (by date, then name)."""
     newest: dict[tuple, tuple[str, str, pathlib.Path]] = {}
     for path, doc in reports:
         stamp = (_DATED.match(path.name)["date"], path.name, path)
         for claim in doc["claims"]:
-            key = (doc["table"], doc["scale"], claim["claim"])
+            key = (doc["table"], doc["scale"], claim_key(claim["claim"]))
             if key not in newest or newest[key][:2] < stamp[:2]:
                 newest[key] = stamp
     return {key: stamp[2] for key, stamp in newest.items()}
@@ -78,7 +86,7 @@ def rows(results: pathlib.Path) -> list[str]:
     for path, doc in reports:
         method, made = _method(doc), _made(doc)
         for claim in doc["claims"]:
-            if shown_from[(doc["table"], doc["scale"], claim["claim"])] != path:
+            if shown_from[(doc["table"], doc["scale"], claim_key(claim["claim"]))] != path:
                 continue
             verdict = claim.get("verdict") or ("holds" if claim["holds"] else "does not hold")
             detail = claim["detail"].replace("|", "/")
