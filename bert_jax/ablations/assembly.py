@@ -12,6 +12,7 @@ interval).
 from __future__ import annotations
 
 from bert_jax.ablations.tables import Arm
+from bert_jax.errors import BertJaxError
 
 Job = tuple[Arm, str, int]  # (arm on one of its pretraining runs, task, fine-tuning seed)
 
@@ -36,6 +37,19 @@ def finished_units(harness, jobs: list[Job]) -> tuple[list[Job], dict]:
     arms = list(dict.fromkeys(name for name, _ in by_run))
     left_out = [a for a in arms if a not in runs]
     return kept, {"runs": runs, "incomplete": incomplete, "arms_left_out": left_out}
+
+
+def check_any(jobs: list[Job], used: dict, where: str) -> None:
+    """Refuses an assembly that found no finished unit at `where`, saying when units were found
+    that hold only some of their arm's runs."""
+    if jobs:
+        return
+    some = sum(len(s) for s in used["incomplete"].values())
+    raise BertJaxError(
+        f"--assemble: no finished unit of {where}"
+        + (f": {some} hold only some of their arm's runs (made with other --seeds or "
+           "--only_tasks?)" if some else "")
+    )  # fmt: skip
 
 
 def _pretrained(harness, arm: Arm) -> bool:

@@ -83,6 +83,19 @@ def _arm(runs: list[np.ndarray], groups: list[int] | None, metric: str):
     return float(units.mean()), influence_UxN.mean(0), units, what, noise
 
 
+def _welch(parts: list[tuple[float, float]]) -> tuple[float, float]:
+    """The 95% half-width and degrees of freedom of a sum of variance terms [(variance, df)],
+    the examples' term first: Welch-Satterthwaite's df, at most the units' own (the example
+    term's many would lift it past what the runs hold)."""
+    variance = sum(v for v, _ in parts)
+    denominator = sum(v * v / df for v, df in parts if df > 0 and v > 0)
+    df = variance * variance / denominator if denominator > 0 else math.inf
+    if len(parts) > 1:
+        df = min(df, sum(df for _, df in parts[1:]))
+    half = float(scipy_stats.t.ppf(0.975, df)) * math.sqrt(variance) if variance else 0.0
+    return half, df
+
+
 def difference(
     runs_a: list[np.ndarray],
     runs_b: list[np.ndarray],
@@ -112,18 +125,13 @@ def difference(
             unbounded = True  # one run: its spread is unknown
             continue
         parts.append((float(np.var(units, ddof=1)) / len(units), len(units) - 1))
-    variance = sum(v for v, _ in parts)
-    denominator = sum(v * v / df for v, df in parts if df > 0 and v > 0)
-    df = variance * variance / denominator if denominator > 0 else math.inf
-    if len(parts) > 1:  # no more than the units' own (the example term's many would lift it)
-        df = min(df, sum(df for _, df in parts[1:]))
+    half, df = _welch(parts)
     diff = a - b
     spreads = [float(np.std(u, ddof=1)) if w != FIXED and len(u) > 1 else None
                for u, w in ((units_a, what_a), (units_b, what_b))]  # fmt: skip
     if unbounded:
         low, high, df = -math.inf, math.inf, 0.0
     else:
-        half = float(scipy_stats.t.ppf(0.975, df)) * math.sqrt(variance) if variance else 0.0
         low, high = diff - half, diff + half
     return {
         "diff": diff, "low": low, "high": high, "examples": n,
@@ -146,11 +154,7 @@ def half_width(d: dict, runs: int) -> float | None:
     parts = [(d["examples_variance"], d["examples"] - 1)]
     parts += [(s * s / runs, runs - 1) for s, k in zip(d["spreads"], kinds, strict=True)
               if k != FIXED]  # fmt: skip
-    variance = sum(v for v, _ in parts)
-    denominator = sum(v * v / df for v, df in parts if df > 0 and v > 0)
-    df = variance * variance / denominator if denominator > 0 else math.inf
-    df = min(df, sum(df for _, df in parts[1:]))
-    return float(scipy_stats.t.ppf(0.975, df)) * math.sqrt(variance) if variance else 0.0
+    return _welch(parts)[0]
 
 
 def runs_to_resolve(d: dict, paper_effect: float | None = None, most: int = 20) -> int | None:

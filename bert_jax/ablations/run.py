@@ -195,13 +195,7 @@ def ablate(
         seeds = [m["pretraining_seed"] for m in store.manifests().values()]
         scale = dataclasses.replace(scale, pretrain_seeds=max(seeds, default=0) + 1)
         jobs, used = assembly.finished_units(harness, table_jobs(arms, scale))
-        if not jobs:
-            some = sum(len(s) for s in used["incomplete"].values())
-            raise BertJaxError(
-                f"--assemble: no finished unit of table {table} in {store.root}"
-                + (f": {some} hold only some of their arm's runs (made with other --seeds or "
-                   "--only_tasks?)" if some else "")
-            )  # fmt: skip
+        assembly.check_any(jobs, used, f"table {table} in {store.root}")
         arms = [a for a in arms if a.name in used["runs"]]
         progress("\n".join(assembly.describe(used)))
     if (left := harness.to_do(jobs)) is not None:
