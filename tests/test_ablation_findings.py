@@ -79,3 +79,21 @@ def test_every_committed_report_with_rows_rerenders_byte_for_byte(tmp_path):
         for suffix in (".json", ".md"):
             name = path.name.replace(".json", suffix)
             assert (tmp_path / name).read_bytes() == path.with_name(name).read_bytes(), name
+
+
+def test_claims_name_the_means_their_interval_subtracts():
+    """An interval-judged claim opens with the arms' means over their pretraining runs (the
+    mean of the runs' means the assembly lists), whose difference is the interval's; the
+    header names the epochs its task trained (conll: 30, not the default 3)."""
+    path = ROOT / "results" / "table5_cpu_2026-11-30_units_conll.json"
+    doc = json.loads(path.read_text())
+    run_means = doc["assembled_from_units"]["run_means"]
+    d = doc["intervals"]["conll"]["No NSP - LTR & No NSP"]
+    assert abs(d["means"][0] - d["means"][1] - d["diff"]) < 1e-9
+    for arm, mean in zip(("No NSP", "LTR & No NSP"), d["means"], strict=True):
+        runs = run_means[arm]["conll"]
+        assert abs(sum(runs) / len(runs) - mean) < 1e-9, arm
+    claim = next(c for c in doc["claims"] if c["claim"].startswith("MLM (No NSP) beats LTR"))
+    assert claim["detail"].startswith(f"means {d['means'][0]:.2f} vs {d['means'][1]:.2f}: ")
+    md = path.with_suffix(".md").read_text()
+    assert "fine-tuned 30 epochs at each arm's" in md

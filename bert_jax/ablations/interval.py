@@ -137,7 +137,7 @@ def difference(
         "diff": diff, "low": low, "high": high, "examples": n,
         "runs": [len(runs_a), len(runs_b)], "units": [len(units_a), len(units_b)],
         "unit_kinds": [what_a, what_b], "df": df, "method": "welch",
-        "spreads": spreads, "examples_variance": parts[0][0],
+        "spreads": spreads, "examples_variance": parts[0][0], "means": [a, b],
     }  # fmt: skip
 
 

@@ -46,6 +46,15 @@ def paper_effect(a: dict, b: dict) -> float | None:
     return float(a["paper"]) - float(b["paper"])
 
 
+def levels(d: dict, medians: str) -> str:
+    """The two levels an interval's difference is of, as the claim's detail opens: the arms'
+    means over their runs (what `d` subtracts; the table's cells are medians) where `d`
+    records them (since 2026-11-30), else `medians`."""
+    if "means" not in d:
+        return f"{medians}: "
+    return f"means {d['means'][0]:.2f} vs {d['means'][1]:.2f}: "
+
+
 def judged(
     claim: str, d: dict, effect: float | None, prefix: str, verdict: str | None = None
 ) -> Claim:
@@ -128,8 +137,7 @@ def beats(doc: dict, winner: str, loser: str, task: str, claim: str, by_std: boo
         return unused
     medians = f"{a['median']:.2f} vs {b['median']:.2f}"
     if (d := interval(doc, winner, loser, task)) is not None:
-        return judged(by_interval, d,
-                      paper_effect(a, b), f"{medians}: ")  # fmt: skip
+        return judged(by_interval, d, paper_effect(a, b), levels(d, medians))
     margin, std = a["median"] - b["median"], max(a["std"], b["std"])
     holds = margin > 3 * std if by_std else margin > 0
     detail = f"{medians} (margin {margin:+.2f}"
@@ -162,7 +170,7 @@ def over_random_init(doc: dict) -> Iterator[Claim]:
                     continue
                 a = cell(doc, arm, task)
                 yield judged(claim, d, paper_effect(a, floor),
-                             f"{a['median']:.2f} vs {best:.2f}: ")  # fmt: skip
+                             levels(d, f"{a['median']:.2f} vs {best:.2f}"))  # fmt: skip
                 continue
             claim = f"{arm} beats random init on {task} by more than 3x the seed std"
             yield beats(doc, arm, RANDOM_INIT, task, claim, by_std=True)

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from bert_jax.ablations import stats
 from bert_jax.ablations.scales import Scale
 from bert_jax.ablations.tables.base import Arm, Claim, Pretrain, Table
-from bert_jax.ablations.tables.compare import cell, interval, judged, paper_effect
+from bert_jax.ablations.tables.compare import cell, interval, judged, levels, paper_effect
 
 # ALBERT Table 5 (none 52.4/53.3, NSP 90.5/52.0, SOP 78.9/86.5): "near chance" is within this
 # many points of chance: the best constant answer on the held-out pairs (documents from before
@@ -49,9 +49,9 @@ def _vs_chance(doc: dict, arm: str, task: str, near: bool) -> Claim:
         if near:
             claim = (f"the {arm} model is {how} on {task} pairs (within "
                      f"{NEAR_CHANCE_POINTS:g} points of {_CONSTANT})")  # fmt: skip
-            return _within(claim, d, f"{medians}: ")
+            return _within(claim, d, levels(d, medians))
         claim = f"the {arm} model is {how} on {task} pairs (ahead of {_CONSTANT})"
-        return judged(claim, d, paper_effect(a, none), f"{medians}: ")
+        return judged(claim, d, paper_effect(a, none), levels(d, medians))
     gap = a["median"] - none["median"]
     holds = abs(gap) <= NEAR_CHANCE_POINTS if near else gap > NEAR_CHANCE_POINTS
     bound = "within" if near else "more than"
