@@ -63,7 +63,8 @@ def test_what_is_left_is_estimated_from_finished_runs_of_its_kind(tmp_path):
     assert run_time.describe(left) == (
         "to do: 2 pretraining runs (about 1.0 h; 1 with none of their kind finished yet), "
         "1 rate-choice run (none of their kind finished yet), 2 fine-tuning runs (about 7 min); "
-        "about 1.1 h of one process in all, by this workdir's finished runs of the same kind"
+        "about 1.1 h of one process in all, not counting the 2 with none of their kind "
+        "finished, by this workdir's finished runs of the same kind"
     )
     done = run_time.remaining(r._replace(done=True) for r in refs if r.directory is not None)
     assert run_time.describe(done) is None

@@ -153,5 +153,7 @@ def describe(left: dict[str, dict]) -> str | None:
     if all(o["runs"] == o["unknown"] for o in left.values()):
         return line
     total = sum(o["hours"] for o in left.values())
-    return (f"{line}; {_about(total)} of one process in all, by this workdir's finished runs "
-            "of the same kind")  # fmt: skip
+    unknown = sum(o["unknown"] for o in left.values())
+    more = f", not counting the {unknown} with none of their kind finished" if unknown else ""
+    return (f"{line}; {_about(total)} of one process in all{more}, by this workdir's finished "
+            "runs of the same kind")  # fmt: skip
