@@ -70,6 +70,26 @@ def test_what_is_left_is_estimated_from_finished_runs_of_its_kind(tmp_path):
     assert run_time.describe(done) is None
 
 
+def test_a_rate_choice_several_units_need_is_counted_under_the_first(tmp_path):
+    """An arm's rate choice is made once, on its seed-0 run: in a plan it is counted under the
+    first unit that needs it, and a later unit names that one instead of counting it again."""
+    root = epath.Path(tmp_path)
+    (done := root / "tune").mkdir()
+    (done / run_time.FILE).write_text('{"seconds": 600.0, "attempts": 1}')
+    finished = [run_time.Ref("choosing", "conll L2", done, True)]
+    choice = [run_time.Ref("choosing", "conll L2", root / f"lr{i}", False) for i in range(3)]
+    units = [(f"mlm-p{seed}", [f"BERT:{seed}"],
+              [run_time.Ref("pretraining", "mlm L2", root / f"p{seed}", False), *choice,
+               run_time.Ref("finetuning", "conll L2", None, False)]) for seed in (0, 1)]
+    first, second = run_time.per_unit(units, finished)
+    assert first["left"]["choosing"]["runs"] == 3 and first["shared_with"] == []
+    assert second["left"]["choosing"]["runs"] == 0 and second["shared_with"] == ["BERT:0"]
+    assert second["left"]["pretraining"]["runs"] == second["left"]["finetuning"]["runs"] == 1
+    made = [(k, names, [r._replace(done=True) if r in choice else r for r in refs])
+            for k, names, refs in units]  # the choice made: nothing left to point at
+    assert [u["shared_with"] for u in run_time.per_unit(made, finished)] == [[], []]
+
+
 def test_a_runs_kind_is_read_from_where_it_lives():
     """Fine-tuning and rate-choice runs of one model, task and budget are one kind whatever
     their rate, pretraining seed or Figure 5 step; another model, task or budget is another."""

@@ -356,7 +356,7 @@ def plan(
 ) -> list[dict]:
     """Which units (pretraining runs with their fine-tuning) `table` still needs, after the
     units in `units_dir` are brought in, and about how long each takes by the finished runs of
-    its kind; nothing is trained. Returns per unit {"unit", "arms", "left"} (run_time.remaining)."""
+    its kind; nothing is trained. Returns run_time.per_unit's list."""
     arms, _ = tables.select_tasks(table, tables.get(table).arms(scale), only_tasks)
     harness = Harness(workdir, scale, corpus, tasks or {}, progress, vocab)
     jobs = table_jobs(arms, scale)
@@ -365,11 +365,10 @@ def plan(
     by_unit: dict[str, list[tuple[tables.Arm, str, int]]] = {}
     for job in jobs:
         by_unit.setdefault(job[0].pretrain.key, []).append(job)
-    out = []
-    for key, unit_jobs_ in by_unit.items():
-        names = list(dict.fromkeys(f"{a.name}:{a.pretrain.seed}" for a, _, _ in unit_jobs_))
-        refs = [r for job in unit_jobs_ for r in harness.job_runs(*job)]
-        out.append({"unit": key, "arms": names, "left": run_time.remaining([*refs, *finished])})
+    out = run_time.per_unit(
+        [(key, list(dict.fromkeys(f"{a.name}:{a.pretrain.seed}" for a, _, _ in js)),
+          [r for job in js for r in harness.job_runs(*job)]) for key, js in by_unit.items()],
+        finished)  # fmt: skip
     todo = [u for u in out if any(o["runs"] for o in u["left"].values())]
     whole = run_time.remaining([*(r for j in jobs for r in harness.job_runs(*j)), *finished])
     said = run_time.describe(whole) or "nothing to do"
@@ -378,6 +377,8 @@ def plan(
     for u in out:
         said = run_time.describe(u["left"])
         state = "finished" if said is None else said.split("; about")[0]
+        if u["shared_with"]:  # run by whichever of them runs first
+            state += f" (and the runs it shares with {', '.join(u['shared_with'])}, listed there)"
         progress(f"  {', '.join(u['arms'])} ({u['unit']}): {state}")
     if todo:
         chosen = ",".join(dict.fromkeys(n for u in todo for n in u["arms"]))

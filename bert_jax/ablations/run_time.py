@@ -131,6 +131,26 @@ def remaining(refs: Iterable[Ref]) -> dict[str, dict]:
     return out
 
 
+def per_unit(units: list[tuple[str, list[str], list[Ref]]], finished: list[Ref]) -> list[dict]:
+    """Per (unit key, its arm:seed names, its runs): {"unit", "arms", "left" (`remaining`, by
+    the `finished` runs' costs), "shared_with"}. A run several units need (an arm's rate
+    choice, made on its seed-0 run) is counted under the first unit that needs it; the others
+    name that unit in "shared_with" while the run is unfinished."""
+    first: dict[str, str] = {}
+    out = []
+    for key, names, refs in units:
+        own, shared_with = [], set()
+        for r in refs:
+            owner = first.setdefault(str(r.directory), names[0]) if r.directory else names[0]
+            if owner == names[0]:
+                own.append(r)
+            elif not r.done:
+                shared_with.add(owner)
+        out.append({"unit": key, "arms": names, "left": remaining([*own, *finished]),
+                    "shared_with": sorted(shared_with)})  # fmt: skip
+    return out
+
+
 def _about(hours: float) -> str:
     return f"about {hours:.1f} h" if hours >= 1 else f"about {round(hours * 60)} min"
 
