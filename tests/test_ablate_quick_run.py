@@ -233,7 +233,8 @@ def _units_assemble_the_same_table(tmp_path: pathlib.Path, scale, doc5: dict) ->
     import shutil
 
     from bert_jax.ablations import provenance
-    from bert_jax.ablations.run import ablate, parse_units, plan
+    from bert_jax.ablations.run import ablate
+    from bert_jax.ablations.unit_jobs import parse_units, plan
 
     units, messages = tmp_path / "units", []
     no_nsp = tables.get("5").arms(scale)[1].pretrain.key  # Figure 5's MLM, Table 6's L1-H64-A2

@@ -20,7 +20,7 @@ from bert_jax.ablations.evidence import Evidence
 from bert_jax.ablations.harness import Harness
 from bert_jax.ablations.scales import SCALES, Scale
 from bert_jax.ablations.tables import calibration
-from bert_jax.ablations.units import Units
+from bert_jax.ablations.unit_jobs import bring_in, keep, table_jobs, unit_jobs
 from bert_jax.config import shape_dims
 from bert_jax.errors import BertJaxError
 from bert_jax.train.lock import WorkdirInUse
@@ -187,7 +187,7 @@ def ablate(
     tasks = tasks or {}
     harness = Harness(workdir, scale, corpus, tasks, progress, vocab)
     jobs = table_jobs(arms, scale)
-    store = _bring_in(harness, units_dir, progress)
+    store = bring_in(harness, units_dir, progress)
     if units:
         jobs = unit_jobs(table, arms, scale, jobs, units)
     used = None
@@ -204,13 +204,13 @@ def ablate(
     # --assemble reads the units and never writes to them (a cache made here stays here).
     keeps = store is not None and not assemble
     kept = None if not keeps else (
-        lambda arm, task, seed: _keep(store, harness, [(arm, task, seed)]))  # fmt: skip
+        lambda arm, task, seed: keep(store, harness, [(arm, task, seed)]))  # fmt: skip
     values = _run_jobs(jobs, harness, table, tasks, progress, kept)
     if units:
         for arm in {pretraining_name(a, a.pretrain.seed): a for a, _, _ in jobs}.values():
             if arm.step is None:
                 harness.masked_lm_check(arm.pretrain)  # needs the checkpoint: made here
-        added = _keep(store, harness, jobs)
+        added = keep(store, harness, jobs)
         progress(f"units {', '.join(f'{a}:{p}' for a, p in units)} finished; "
                  f"{added} files kept in {store.root} ({time.time() - start:.0f}s)")
         return None
@@ -260,7 +260,7 @@ def ablate(
     runs = [r for job in jobs for r in harness.job_runs(*job) if r.directory is not None]
     compute = run_time.spent((r.part, r.directory) for r in runs)
     if keeps:
-        _keep(store, harness, jobs)  # the checks' caches made above
+        keep(store, harness, jobs)  # the checks' caches made above
     made = harness.provenance(r.directory for r in runs)
     if used is not None:  # each arm's own number of pretraining runs
         made["pretrain_seeds"] = {arm: len(seeds) for arm, seeds in used["runs"].items()}
@@ -279,113 +279,6 @@ def ablate(
     return doc
 
 
-def table_jobs(arms: list[tables.Arm], scale: Scale) -> list[tuple[tables.Arm, str, int]]:
-    """(arm on one of its pretraining runs, task, fine-tuning seed) of every run of a table."""
-    return [(seeded(arm, p), task, seed) for arm in arms
-            for p in range(1 if arm.pretrain.checkpoint else scale.pretrain_seeds)
-            for task in arm.tasks
-            for seed in (range(1) if task in tables.INTRINSIC else range(scale.seeds))]  # fmt: skip
-
-
-def parse_units(text: str) -> tuple[tuple[str, int], ...]:
-    """`--units "No NSP:2,LTR & No NSP:2"` -> (("No NSP", 2), ("LTR & No NSP", 2))."""
-    out = []
-    for item in (i.strip() for i in text.split(",") if i.strip()):
-        arm, sep, seed = item.rpartition(":")
-        if not sep or not arm.strip() or not seed.strip().isdigit():
-            raise BertJaxError(
-                f"--units: {item!r} is not ARM:SEED (an arm of the table and a pretraining "
-                "seed, e.g. 'No NSP:2')"
-            )
-        out.append((arm.strip(), int(seed)))
-    return tuple(dict.fromkeys(out))
-
-
-def unit_jobs(
-    table: str,
-    arms: list[tables.Arm],
-    scale: Scale,
-    jobs: list[tuple[tables.Arm, str, int]],
-    units: tuple[tuple[str, int], ...],
-) -> list[tuple[tables.Arm, str, int]]:
-    """The jobs of the chosen (arm, pretraining seed) units of the table."""
-    names = [a.name for a in arms]
-    for name, seed in units:
-        if name not in names:
-            raise BertJaxError(f"--units: table {table} has no arm {name!r} (its arms: "
-                               f"{', '.join(names)})")  # fmt: skip
-        arm = arms[names.index(name)]
-        most = 1 if arm.pretrain.checkpoint else scale.pretrain_seeds
-        if seed >= most:
-            raise BertJaxError(
-                f"--units: {name}:{seed}: the arm's pretraining seeds are 0..{most - 1} "
-                f"(--pretrain_seeds {most}); give --pretrain_seeds {seed + 1} or more"
-            )
-    return [j for j in jobs if (j[0].name, j[0].pretrain.seed) in units]
-
-
-def _bring_in(harness: Harness, units_dir: str, progress: Callable[[str], None]) -> Units | None:
-    if not units_dir:
-        return None
-    store = Units(harness, units_dir)
-    if added := store.bring_in():
-        progress(f"brought in {added} files of finished runs from the units in {store.root}")
-    return store
-
-
-def _keep(store: Units, harness: Harness, jobs: list[tuple[tables.Arm, str, int]]) -> int:
-    """Each finished job's rows made beside its run, then its unit (and the unit of its arm's
-    seed-0 run, where its rate was chosen) copied out."""
-    for arm, task, seed in jobs:
-        if harness.finished(arm, task, seed):
-            harness.example_rows(arm, task, seed)
-    on_seed0 = (dataclasses.replace(arm.pretrain, seed=0) for arm, _, _ in jobs)
-    return store.keep([*(arm.pretrain for arm, _, _ in jobs), *on_seed0])
-
-
-def plan(
-    table: str,
-    scale: Scale,
-    workdir: str,
-    corpus: str = "",
-    tasks: dict[str, str] | None = None,
-    progress: Callable[[str], None] = print,
-    only_tasks: tuple[str, ...] = (),
-    units_dir: str = "",
-    vocab: str = "",
-) -> list[dict]:
-    """Which units (pretraining runs with their fine-tuning) `table` still needs, after the
-    units in `units_dir` are brought in, and about how long each takes by the finished runs of
-    its kind; nothing is trained. Returns run_time.per_unit's list."""
-    arms, _ = tables.select_tasks(table, tables.get(table).arms(scale), only_tasks)
-    harness = Harness(workdir, scale, corpus, tasks or {}, progress, vocab)
-    jobs = table_jobs(arms, scale)
-    _bring_in(harness, units_dir, progress)
-    finished = list(harness._finished())
-    by_unit: dict[str, list[tuple[tables.Arm, str, int]]] = {}
-    for job in jobs:
-        by_unit.setdefault(job[0].pretrain.key, []).append(job)
-    out = run_time.per_unit(
-        [(key, list(dict.fromkeys(f"{a.name}:{a.pretrain.seed}" for a, _, _ in js)),
-          [r for job in js for r in harness.job_runs(*job)]) for key, js in by_unit.items()],
-        finished)  # fmt: skip
-    todo = [u for u in out if any(o["runs"] for o in u["left"].values())]
-    whole = run_time.remaining([*(r for j in jobs for r in harness.job_runs(*j)), *finished])
-    said = run_time.describe(whole) or "nothing to do"
-    progress(f"table {table} ({scale.name} scale): {len(out)} units, "
-             f"{len(out) - len(todo)} finished, {len(todo)} to run; {said}")  # fmt: skip
-    for u in out:
-        said = run_time.describe(u["left"])
-        state = "finished" if said is None else said.split("; about")[0]
-        if u["shared_with"]:  # run by whichever of them runs first
-            state += f" (and the runs it shares with {', '.join(u['shared_with'])}, listed there)"
-        progress(f"  {', '.join(u['arms'])} ({u['unit']}): {state}")
-    if todo:
-        chosen = ",".join(dict.fromkeys(n for u in todo for n in u["arms"]))
-        progress(f'run them: bert-jax ablate --table {table} --units "{chosen}" ...')
-    return out
-
-
 def calibration_doc(workdir: str, table: str) -> dict | None:
     """The workdir's calibration document, when it has been run (and `table` is another): it
     keeps uncalibrated tasks out of `table`'s claims and gives its md the ceiling row."""
@@ -395,15 +288,6 @@ def calibration_doc(workdir: str, table: str) -> dict | None:
     if table == calibration.TABLE.name or not path.exists():
         return None
     return report.read(str(path))
-
-
-def seeded(arm: tables.Arm, pretrain_seed: int) -> tables.Arm:
-    """`arm` on its pretraining run of seed `pretrain_seed` (seed 0: the arm as declared)."""
-    if not pretrain_seed:
-        return arm
-    return dataclasses.replace(
-        arm, pretrain=dataclasses.replace(arm.pretrain, seed=pretrain_seed)
-    )
 
 
 def pretraining_name(arm: tables.Arm, pretrain_seed: int) -> str:

@@ -170,12 +170,12 @@ def main(argv: list[str]) -> None:
         return
     only = tuple(_ONLY_TASKS.value)
     if _PLAN.value:
-        from bert_jax.ablations.run import plan
+        from bert_jax.ablations.unit_jobs import plan
 
         plan(_TABLE.value, scale, _WORKDIR.value, _CORPUS.value, tasks, only_tasks=only,
              units_dir=_UNITS_DIR.value, vocab=_VOCAB_FILE.value)  # fmt: skip
         return
-    from bert_jax.ablations.run import parse_units
+    from bert_jax.ablations.unit_jobs import parse_units
 
     ablate(_TABLE.value, scale, _WORKDIR.value, _CORPUS.value, tasks, only_tasks=only,
            units_dir=_UNITS_DIR.value, units=parse_units(_UNITS.value),

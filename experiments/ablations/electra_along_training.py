@@ -28,8 +28,9 @@ from etils import epath
 from bert_jax.ablations import tables
 from bert_jax.ablations.checks import along_training, binary_entropy, masked_lm_check
 from bert_jax.ablations.harness import Harness
-from bert_jax.ablations.run import scale_for, seeded
+from bert_jax.ablations.run import scale_for
 from bert_jax.ablations.token_alone import token_alone_bars
+from bert_jax.ablations.unit_jobs import seeded
 
 COLUMNS = ("run", "step", "generator, hidden positions", "unigram", "discriminator",
            "always original", "discriminator loss", "constant's loss", "discriminator AUC",

@@ -1,0 +1,130 @@
+"""Which runs a table's units are, which a sweep still needs (`bert-jax ablate --plan`),
+and the units kept beside the workdir (`--units_dir`, bert_jax.ablations.units): a unit is one
+pretraining run with every fine-tuning that needs its checkpoint."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from bert_jax.ablations import run_time, tables
+from bert_jax.ablations.harness import Harness
+from bert_jax.ablations.scales import Scale
+from bert_jax.ablations.units import Units
+from bert_jax.errors import BertJaxError
+
+
+def table_jobs(arms: list[tables.Arm], scale: Scale) -> list[tuple[tables.Arm, str, int]]:
+    """(arm on one of its pretraining runs, task, fine-tuning seed) of every run of a table."""
+    return [(seeded(arm, p), task, seed) for arm in arms
+            for p in range(1 if arm.pretrain.checkpoint else scale.pretrain_seeds)
+            for task in arm.tasks
+            for seed in (range(1) if task in tables.INTRINSIC else range(scale.seeds))]  # fmt: skip
+
+
+def parse_units(text: str) -> tuple[tuple[str, int], ...]:
+    """`--units "No NSP:2,LTR & No NSP:2"` -> (("No NSP", 2), ("LTR & No NSP", 2))."""
+    out = []
+    for item in (i.strip() for i in text.split(",") if i.strip()):
+        arm, sep, seed = item.rpartition(":")
+        if not sep or not arm.strip() or not seed.strip().isdigit():
+            raise BertJaxError(
+                f"--units: {item!r} is not ARM:SEED (an arm of the table and a pretraining "
+                "seed, e.g. 'No NSP:2')"
+            )
+        out.append((arm.strip(), int(seed)))
+    return tuple(dict.fromkeys(out))
+
+
+def unit_jobs(
+    table: str,
+    arms: list[tables.Arm],
+    scale: Scale,
+    jobs: list[tuple[tables.Arm, str, int]],
+    units: tuple[tuple[str, int], ...],
+) -> list[tuple[tables.Arm, str, int]]:
+    """The jobs of the chosen (arm, pretraining seed) units of the table."""
+    names = [a.name for a in arms]
+    for name, seed in units:
+        if name not in names:
+            raise BertJaxError(f"--units: table {table} has no arm {name!r} (its arms: "
+                               f"{', '.join(names)})")  # fmt: skip
+        arm = arms[names.index(name)]
+        most = 1 if arm.pretrain.checkpoint else scale.pretrain_seeds
+        if seed >= most:
+            raise BertJaxError(
+                f"--units: {name}:{seed}: the arm's pretraining seeds are 0..{most - 1} "
+                f"(--pretrain_seeds {most}); give --pretrain_seeds {seed + 1} or more"
+            )
+    return [j for j in jobs if (j[0].name, j[0].pretrain.seed) in units]
+
+
+def bring_in(harness: Harness, units_dir: str, progress: Callable[[str], None]) -> Units | None:
+    if not units_dir:
+        return None
+    store = Units(harness, units_dir)
+    if added := store.bring_in():
+        progress(f"brought in {added} files of finished runs from the units in {store.root}")
+    return store
+
+
+def keep(store: Units, harness: Harness, jobs: list[tuple[tables.Arm, str, int]]) -> int:
+    """Each finished job's rows made beside its run, then its unit (and the unit of its arm's
+    seed-0 run, where its rate was chosen) copied out."""
+    for arm, task, seed in jobs:
+        if harness.finished(arm, task, seed):
+            harness.example_rows(arm, task, seed)
+    on_seed0 = (dataclasses.replace(arm.pretrain, seed=0) for arm, _, _ in jobs)
+    return store.keep([*(arm.pretrain for arm, _, _ in jobs), *on_seed0])
+
+
+def plan(
+    table: str,
+    scale: Scale,
+    workdir: str,
+    corpus: str = "",
+    tasks: dict[str, str] | None = None,
+    progress: Callable[[str], None] = print,
+    only_tasks: tuple[str, ...] = (),
+    units_dir: str = "",
+    vocab: str = "",
+) -> list[dict]:
+    """Which units (pretraining runs with their fine-tuning) `table` still needs, after the
+    units in `units_dir` are brought in, and about how long each takes by the finished runs of
+    its kind; nothing is trained. Returns run_time.per_unit's list."""
+    arms, _ = tables.select_tasks(table, tables.get(table).arms(scale), only_tasks)
+    harness = Harness(workdir, scale, corpus, tasks or {}, progress, vocab)
+    jobs = table_jobs(arms, scale)
+    bring_in(harness, units_dir, progress)
+    finished = list(harness._finished())
+    by_unit: dict[str, list[tuple[tables.Arm, str, int]]] = {}
+    for job in jobs:
+        by_unit.setdefault(job[0].pretrain.key, []).append(job)
+    out = run_time.per_unit(
+        [(key, list(dict.fromkeys(f"{a.name}:{a.pretrain.seed}" for a, _, _ in js)),
+          [r for job in js for r in harness.job_runs(*job)]) for key, js in by_unit.items()],
+        finished)  # fmt: skip
+    todo = [u for u in out if any(o["runs"] for o in u["left"].values())]
+    whole = run_time.remaining([*(r for j in jobs for r in harness.job_runs(*j)), *finished])
+    said = run_time.describe(whole) or "nothing to do"
+    progress(f"table {table} ({scale.name} scale): {len(out)} units, "
+             f"{len(out) - len(todo)} finished, {len(todo)} to run; {said}")  # fmt: skip
+    for u in out:
+        said = run_time.describe(u["left"])
+        state = "finished" if said is None else said.split("; about")[0]
+        if u["shared_with"]:  # run by whichever of them runs first
+            state += f" (and the runs it shares with {', '.join(u['shared_with'])}, listed there)"
+        progress(f"  {', '.join(u['arms'])} ({u['unit']}): {state}")
+    if todo:
+        chosen = ",".join(dict.fromkeys(n for u in todo for n in u["arms"]))
+        progress(f'run them: bert-jax ablate --table {table} --units "{chosen}" ...')
+    return out
+
+
+def seeded(arm: tables.Arm, pretrain_seed: int) -> tables.Arm:
+    """`arm` on its pretraining run of seed `pretrain_seed` (seed 0: the arm as declared)."""
+    if not pretrain_seed:
+        return arm
+    return dataclasses.replace(
+        arm, pretrain=dataclasses.replace(arm.pretrain, seed=pretrain_seed)
+    )
