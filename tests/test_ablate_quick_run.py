@@ -286,9 +286,19 @@ def _units_assemble_the_same_table(tmp_path: pathlib.Path, scale, doc5: dict) ->
     assert ablate("5", scale, str(other), progress=messages.append, units_dir=str(partial),
                   units=units_arg) is None  # fmt: skip
     assert not (other / "5.json").exists()
+    # The unit run for Table 5 alone holds what the other tables made on its checkpoints when
+    # they ran in full (Figure 5's points, Table 6's held-out loss, NSP/SOP's pair rows).
+    def files(root: pathlib.Path) -> set[str]:
+        return {str(f.relative_to(root)) for f in root.rglob("*") if f.is_file()}
+
+    assert files(partial / "quick" / no_nsp) == files(units / "quick" / no_nsp)
     third = ablate("5", scale, str(tmp_path / "third"), progress=messages.append,
                    units_dir=str(partial))  # fmt: skip
     assert third["arms"] == doc5["arms"] and third["intervals"] == doc5["intervals"]
+    # A second fine-tuning seed needs checkpoints no unit carries: the plan says where to go.
+    wider = plan("5", dataclasses.replace(scale, seeds=2), str(tmp_path / "wider"),
+                 units_dir=str(partial), progress=messages.append)  # fmt: skip
+    assert all("its checkpoint not here" in m for m in messages[-len(wider) - 1:-1]), messages
     # A second random-init run, on conll only: assembled, each arm has the runs it has; a unit
     # lacking a task's runs is named, not used, for a table that needs them.
     ablate("5", dataclasses.replace(scale, pretrain_seeds=2), str(other), units_dir=str(partial),

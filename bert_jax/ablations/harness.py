@@ -62,8 +62,11 @@ def _pretraining_kind(objective: str, model: str, random: bool) -> str:
 
 
 def _on_seed0(arm: Arm) -> Arm:
-    """`arm` on its pretraining seed 0, where its learning rates are chosen."""
-    return dataclasses.replace(arm, pretrain=dataclasses.replace(arm.pretrain, seed=0))
+    """Where `arm`'s learning rates are chosen: its pretraining seed 0's last checkpoint. A
+    Figure 5 point fine-tunes at the rate chosen for its run's end, so any pretraining seed's
+    points can be made from that seed's own checkpoints alone (units keep no checkpoint)."""
+    pretrain = dataclasses.replace(arm.pretrain, seed=0)
+    return dataclasses.replace(arm, pretrain=pretrain, step=None)
 
 
 @dataclasses.dataclass
@@ -182,7 +185,8 @@ class Harness(Workdir):
     def learning_rate(self, arm: Arm, task: str, choose: bool = True) -> float | None:
         """The arm's fine-tuning rate on `task`: the scale's `finetune_lr`, or the one of its
         `finetune_lrs` that scores best on the held slice of train (bert_jax.ablations.
-        lr_choice), chosen once per arm and task (pretraining and fine-tuning seed 0) and kept
+        lr_choice), chosen once per arm and task (pretraining and fine-tuning seed 0, at the
+        end of pretraining: a Figure 5 point uses its run's end's rate) and kept
         in choice.json. Feature-based NER keeps its own 1e-3. `choose=False`: None rather than
         running the choice when it has not been made. Sweeps sharing the workdir try its rates
         side by side: one skips a rate the other is trying and is put off (WorkdirInUse) after

@@ -20,7 +20,7 @@ from bert_jax.ablations.evidence import Evidence
 from bert_jax.ablations.harness import Harness
 from bert_jax.ablations.scales import SCALES, Scale
 from bert_jax.ablations.tables import calibration
-from bert_jax.ablations.unit_jobs import bring_in, keep, table_jobs, unit_jobs
+from bert_jax.ablations.unit_jobs import bring_in, keep, sibling_jobs, table_jobs, unit_jobs
 from bert_jax.config import shape_dims
 from bert_jax.errors import BertJaxError
 from bert_jax.train.lock import WorkdirInUse
@@ -168,7 +168,8 @@ def ablate(
     `only_tasks`: the table's columns to run and report (all when empty). `units_dir`: finished
     runs are brought in from the units there first and every finished run is kept there
     (bert_jax.ablations.units). `units`: run only these (arm, pretraining seed) units of the
-    table, keep them in `units_dir` and write no table (None is returned). `vocab`: a vocab.txt
+    table, with what other tables need of their checkpoints (unit_jobs.sibling_jobs), keep them
+    in `units_dir` and write no table (None is returned). `vocab`: a vocab.txt
     or sentencepiece model to use instead of training one (bert_jax.ablations.given_vocab).
     `assemble`: train nothing; the table from every finished unit in `units_dir`, each arm over
     as many pretraining runs as it has there (bert_jax.ablations.assembly)."""
@@ -198,7 +199,8 @@ def ablate(
         assembly.check_any(jobs, used, f"table {table} in {store.root}")
         arms = [a for a in arms if a.name in used["runs"]]
         progress("\n".join(assembly.describe(used)))
-    if (left := harness.to_do(jobs)) is not None:
+    siblings = sibling_jobs(table, scale, jobs) if units else []
+    if (left := harness.to_do([*jobs, *(job for _, job in siblings)])) is not None:
         progress(left)
     start = time.time()
     # --assemble reads the units and never writes to them (a cache made here stays here).
@@ -210,6 +212,10 @@ def ablate(
         for arm in {pretraining_name(a, a.pretrain.seed): a for a, _, _ in jobs}.values():
             if arm.step is None:
                 harness.masked_lm_check(arm.pretrain)  # needs the checkpoint: made here
+        for other in dict.fromkeys(name for name, _ in siblings):
+            theirs = [job for name, job in siblings if name == other]
+            _run_jobs(theirs, harness, other, tasks, progress, kept)
+            jobs = [*jobs, *theirs]
         added = keep(store, harness, jobs)
         progress(f"units {', '.join(f'{a}:{p}' for a, p in units)} finished; "
                  f"{added} files kept in {store.root} ({time.time() - start:.0f}s)")

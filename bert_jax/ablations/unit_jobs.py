@@ -1,6 +1,7 @@
 """Which runs a table's units are, which a sweep still needs (`bert-jax ablate --plan`),
 and the units kept beside the workdir (`--units_dir`, bert_jax.ablations.units): a unit is one
-pretraining run with every fine-tuning that needs its checkpoint."""
+pretraining run with every fine-tuning and evaluation that needs its checkpoint, for every
+table that shares the run (`sibling_jobs`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Callable
 
 from bert_jax.ablations import run_time, tables
 from bert_jax.ablations.harness import Harness
+from bert_jax.ablations.layout import arm_subdir
 from bert_jax.ablations.scales import Scale
 from bert_jax.ablations.units import Units
 from bert_jax.errors import BertJaxError
@@ -20,6 +22,37 @@ def table_jobs(arms: list[tables.Arm], scale: Scale) -> list[tuple[tables.Arm, s
             for p in range(1 if arm.pretrain.checkpoint else scale.pretrain_seeds)
             for task in arm.tasks
             for seed in (range(1) if task in tables.INTRINSIC else range(scale.seeds))]  # fmt: skip
+
+
+Job = tuple[tables.Arm, str, int]
+
+
+def sibling_jobs(table: str, scale: Scale, jobs: list[Job]) -> list[tuple[str, Job]]:
+    """(table, job) of every other table at `scale` that needs the checkpoints of `jobs`'
+    pretraining runs, on the tasks `jobs` have or on the pretrained model itself (INTRINSIC),
+    and is not one of `jobs`' runs already: Table 5's No NSP unit brings Figure 5's points
+    along its run (conll from its 2500-, 5000- and 7500-step checkpoints), Table 6's held-out
+    loss and the NSP/SOP table's held-out pairs. A unit's checkpoints are not kept, so what
+    needs them is made with it, or never."""
+    keys = {arm.pretrain.key for arm, _, _ in jobs}
+    tasks = {task for _, task, _ in jobs} | set(tables.INTRINSIC)
+    made = {_run_of(job) for job in jobs}
+    out = []
+    for other in tables.names():
+        if other == table:
+            continue
+        for job in table_jobs(tables.get(other).arms(scale), scale):
+            arm, task, _ = job
+            if arm.pretrain.key in keys and task in tasks and _run_of(job) not in made:
+                made.add(_run_of(job))
+                out.append((other, job))
+    return out
+
+
+def _run_of(job: Job) -> tuple[str, int]:
+    """The run a job makes, whichever table's arm it is (shared arms are one run)."""
+    arm, task, seed = job
+    return arm_subdir(arm, task), seed
 
 
 def parse_units(text: str) -> tuple[tuple[str, int], ...]:
@@ -89,7 +122,8 @@ def plan(
     units_dir: str = "",
     vocab: str = "",
 ) -> list[dict]:
-    """Which units (pretraining runs with their fine-tuning) `table` still needs, after the
+    """Which units (pretraining runs with their fine-tuning, other tables' on their checkpoints
+    included: `sibling_jobs`) `table` still needs, after the
     units in `units_dir` are brought in, and about how long each takes by the finished runs of
     its kind; nothing is trained. Returns run_time.per_unit's list."""
     arms, _ = tables.select_tasks(table, tables.get(table).arms(scale), only_tasks)
@@ -97,21 +131,30 @@ def plan(
     jobs = table_jobs(arms, scale)
     bring_in(harness, units_dir, progress)
     finished = list(harness._finished())
-    by_unit: dict[str, list[tuple[tables.Arm, str, int]]] = {}
+    siblings = [job for _, job in sibling_jobs(table, scale, jobs)]
+    by_unit: dict[str, tuple[list[str], list[Job]]] = {}
     for job in jobs:
-        by_unit.setdefault(job[0].pretrain.key, []).append(job)
+        names, unit = by_unit.setdefault(job[0].pretrain.key, ([], []))
+        names.append(f"{job[0].name}:{job[0].pretrain.seed}")
+        unit.append(job)
+    for job in siblings:  # what other tables need of the unit's checkpoints, run with it
+        by_unit[job[0].pretrain.key][1].append(job)
     out = run_time.per_unit(
-        [(key, list(dict.fromkeys(f"{a.name}:{a.pretrain.seed}" for a, _, _ in js)),
-          [r for job in js for r in harness.job_runs(*job)]) for key, js in by_unit.items()],
-        finished)  # fmt: skip
+        [(key, list(dict.fromkeys(names)), [r for job in js for r in harness.job_runs(*job)])
+         for key, (names, js) in by_unit.items()], finished)  # fmt: skip
     todo = [u for u in out if any(o["runs"] for o in u["left"].values())]
-    whole = run_time.remaining([*(r for j in jobs for r in harness.job_runs(*j)), *finished])
+    every = [r for j in (*jobs, *siblings) for r in harness.job_runs(*j)]
+    whole = run_time.remaining([*every, *finished])
     said = run_time.describe(whole) or "nothing to do"
     progress(f"table {table} ({scale.name} scale): {len(out)} units, "
              f"{len(out) - len(todo)} finished, {len(todo)} to run; {said}")  # fmt: skip
     for u in out:
         said = run_time.describe(u["left"])
         state = "finished" if said is None else said.split("; about")[0]
+        run = harness.root / "pretrain" / u["unit"]
+        if said and (run / "done.json").exists() and not (run / "checkpoints").exists():
+            state += (" (pretrained elsewhere, its checkpoint not here: run it where it was "
+                      "pretrained, or pretrain it again)")  # harness._check_has_checkpoint
         if u["shared_with"]:  # run by whichever of them runs first
             state += f" (and the runs it shares with {', '.join(u['shared_with'])}, listed there)"
         progress(f"  {', '.join(u['arms'])} ({u['unit']}): {state}")

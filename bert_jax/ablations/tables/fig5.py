@@ -5,7 +5,12 @@ The paper plots MNLI. Our pair task (`mrpc`) is learned only by a model trained 
 these runs have none: at the cpu recipe (2026-11-28) every point of both objectives sat at the
 pair task's best constant. The token task (`conll`) needs context and separates the two
 objectives at the end of pretraining (Table 5), so the curve is drawn on it. Documents written
-before hold `mrpc`: their claims are read on the task they hold."""
+before hold `mrpc`: their claims are read on the task they hold.
+
+Each point fine-tunes at the rate chosen for its run's end (since 2026-11-30; before, each
+point chose its own on seed 0, and every MLM point chose the end's 3e-4), so a pretraining
+seed's points need only that seed's checkpoints: a unit run for Table 5 makes them with it
+(bert_jax.ablations.unit_jobs.sibling_jobs)."""
 
 from __future__ import annotations
 
