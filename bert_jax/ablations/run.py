@@ -20,7 +20,14 @@ from bert_jax.ablations.evidence import Evidence
 from bert_jax.ablations.harness import Harness
 from bert_jax.ablations.scales import SCALES, Scale
 from bert_jax.ablations.tables import calibration
-from bert_jax.ablations.unit_jobs import bring_in, keep, sibling_jobs, table_jobs, unit_jobs
+from bert_jax.ablations.unit_jobs import (
+    Job,
+    bring_in,
+    keep,
+    sibling_jobs,
+    table_jobs,
+    unit_jobs,
+)
 from bert_jax.config import shape_dims
 from bert_jax.errors import BertJaxError
 from bert_jax.train.lock import WorkdirInUse
@@ -151,6 +158,34 @@ def _run_jobs(
     return [values[i] for i in range(len(jobs))]
 
 
+def _run_units(
+    jobs: list[Job],
+    siblings: list[tuple[str, Job]],
+    harness: Harness,
+    table: str,
+    tasks: dict[str, str],
+    progress: Callable[[str], None],
+    kept: Callable[[tables.Arm, str, int], None] | None,
+) -> list[Job]:
+    """Unit after unit (one pretraining run each): the table's jobs on it, its no-context
+    check, then each other table's jobs on its checkpoints, so a stop cut short leaves whole
+    units. Returns every job run."""
+    done = []
+    for key in dict.fromkeys(arm.pretrain.key for arm, _, _ in jobs):
+        own = [job for job in jobs if job[0].pretrain.key == key]
+        _run_jobs(own, harness, table, tasks, progress, kept)
+        for arm in {a.name: a for a, _, _ in own}.values():
+            if arm.step is None:
+                harness.masked_lm_check(arm.pretrain)  # needs the checkpoint: made here
+        theirs = [(name, job) for name, job in siblings if job[0].pretrain.key == key]
+        for other in dict.fromkeys(name for name, _ in theirs):
+            group = [job for name, job in theirs if name == other]
+            _run_jobs(group, harness, other, tasks, progress, kept)
+            own += group
+        done += own
+    return done
+
+
 def ablate(
     table: str,
     scale: Scale,
@@ -207,19 +242,13 @@ def ablate(
     keeps = store is not None and not assemble
     kept = None if not keeps else (
         lambda arm, task, seed: keep(store, harness, [(arm, task, seed)]))  # fmt: skip
-    values = _run_jobs(jobs, harness, table, tasks, progress, kept)
     if units:
-        for arm in {pretraining_name(a, a.pretrain.seed): a for a, _, _ in jobs}.values():
-            if arm.step is None:
-                harness.masked_lm_check(arm.pretrain)  # needs the checkpoint: made here
-        for other in dict.fromkeys(name for name, _ in siblings):
-            theirs = [job for name, job in siblings if name == other]
-            _run_jobs(theirs, harness, other, tasks, progress, kept)
-            jobs = [*jobs, *theirs]
-        added = keep(store, harness, jobs)
+        done = _run_units(jobs, siblings, harness, table, tasks, progress, kept)
+        added = keep(store, harness, done)
         progress(f"units {', '.join(f'{a}:{p}' for a, p in units)} finished; "
                  f"{added} files kept in {store.root} ({time.time() - start:.0f}s)")
         return None
+    values = _run_jobs(jobs, harness, table, tasks, progress, kept)
     scores: dict[str, dict[str, list[float]]] = {}
     examples: dict[str, dict[str, list]] = {}  # arm -> task -> per-run example rows
     groups: dict[str, dict[str, list[int]]] = {}  # arm -> task -> each run's pretraining seed
