@@ -105,6 +105,14 @@ def test_table6_names_where_perplexity_does_not_fall_and_table8_the_spread():
                         "L=2,H=128,A=2": {"mlm_ppl": [442.0]}})  # fmt: skip
     (c,) = claims.check(rising)
     assert not c["holds"] and "L=2,H=128,A=1 -> L=2,H=128,A=2" in c["detail"]
+    # Fine-tuned columns: the largest size (by 12 L H^2, not by name order) against the
+    # smallest, with or without a perplexity column.
+    sizes = _doc("6", {"L=4,H=128,A=2": {"conll": [20.0, 21.0]},
+                       "L=1,H=128,A=2": {"conll": [15.0, 16.0]},
+                       "L=2,H=128,A=2": {"conll": [23.0, 23.5]}})  # fmt: skip
+    assert _by_claim(sizes) == {"L=4,H=128,A=2 beats L=1,H=128,A=2 on conll": True}
+    sizes["arms"]["L=1,H=128,A=2"]["conll"] = report.summarize([22.0, 22.0], None)
+    assert _by_claim(sizes) == {"L=4,H=128,A=2 beats L=1,H=128,A=2 on conll": False}
     mixes = _doc("8", {"80/10/10": {"mrpc": [58.0, 59.0, 60.0]}, "100/0/0": {"mrpc": [51.0] * 3},
                        "random init": {"mrpc": [50.8] * 3}})  # fmt: skip
     got = _by_claim(mixes)

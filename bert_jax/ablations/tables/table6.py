@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from bert_jax.ablations.scales import Scale
 from bert_jax.ablations.tables.base import Arm, Claim, Pretrain, Table
-from bert_jax.ablations.tables.compare import interval, judged
+from bert_jax.ablations.tables.compare import beats, interval, judged
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -27,16 +27,23 @@ def stack_size(name: str) -> tuple[int, int]:
     return 12 * layers * hidden**2, heads
 
 
+# The paper's columns (perplexity, SST-2, MRPC) and the token task, which at the cpu scale is
+# the one fine-tuned task that separates pretrained arms (Table 5).
+TASKS = ("mlm_ppl", "sst2", "mrpc", "conll")
+
+
 def arms(scale: Scale) -> list[Arm]:
     """One arm per (L, H, A) of the scale's grid (`--sizes`); `--model` does not apply."""
-    return [
-        Arm(size_name(*s), Pretrain("mlm", f"L{s[0]}-H{s[1]}-A{s[2]}", scale.steps),
-            ("mlm_ppl", "sst2", "mrpc"))
-        for s in scale.sizes
-    ]  # fmt: skip
+    return [Arm(size_name(*s), Pretrain("mlm", f"L{s[0]}-H{s[1]}-A{s[2]}", scale.steps), TASKS)
+            for s in scale.sizes]  # fmt: skip
 
 
 def claims(doc: dict) -> Iterator[Claim]:
+    yield from _perplexity(doc)
+    yield from _fine_tuned(doc)
+
+
+def _perplexity(doc: dict) -> Iterator[Claim]:
     """Perplexity falls as the model grows: arms ordered by encoder parameters (12 L H^2); each
     step up judged by the interval of the held-out masked-LM loss (log perplexity, in nats),
     the smaller arm's minus the larger's, sequence by sequence over the held-out text."""
@@ -59,6 +66,18 @@ def claims(doc: dict) -> Iterator[Claim]:
         effect = math.log(paper[0]) - math.log(paper[1]) if None not in paper else None
         yield judged(f"held-out masked-LM loss falls from {small} to {big} (nats)", d, effect,
                      f"perplexity {p_small:.1f} vs {p_big:.1f}; loss ")  # fmt: skip
+
+
+def _fine_tuned(doc: dict) -> Iterator[Claim]:
+    """The largest arm (by encoder parameters) beats the smallest on each fine-tuned task both
+    have: the paper's larger models are better on every task."""
+    if len(doc["arms"]) < 2:
+        return
+    sized = sorted((stack_size(arm), arm) for arm in doc["arms"])
+    small, big = sized[0][1], sized[-1][1]
+    for task in doc["arms"][big]:
+        if task != "mlm_ppl" and task in doc["arms"][small]:
+            yield beats(doc, big, small, task, f"{big} beats {small} on {task}", by_std=False)
 
 
 def plot(doc: dict, ax: Axes) -> None:
