@@ -261,3 +261,17 @@ def test_a_workdir_made_at_other_settings_is_refused(tmp_path):
         scale_for("cpu", finetune_lr=-1e-3)
     with pytest.raises(BertJaxError, match=r"--sizes: 'L4-H192-A5' is not L<layers>-H<hidden>"):
         scale_for("cpu", sizes="L1-H128-A2,L4-H192-A5")
+
+
+def test_units_parse_with_commas_in_arm_names():
+    """`--units` items end at their ":SEED", so Table 6's arm names (which hold commas) and
+    the plan's own "run them" line parse back; an item without a seed is refused by name."""
+    from bert_jax.ablations.unit_jobs import parse_units
+
+    assert parse_units("No NSP:2, LTR & No NSP:2,MLM@2500:1") == (
+        ("No NSP", 2), ("LTR & No NSP", 2), ("MLM@2500", 1))  # fmt: skip
+    assert parse_units("L=1,H=128,A=2:0,L=4,H=128,A=2:1") == (
+        ("L=1,H=128,A=2", 0), ("L=4,H=128,A=2", 1))  # fmt: skip
+    for bad in ("No NSP", "No NSP:x", ":1", "L=1,H=128,A=2:0,L=4"):
+        with pytest.raises(BertJaxError, match="is not ARM:SEED"):
+            parse_units(bad)

@@ -56,16 +56,20 @@ def _run_of(job: Job) -> tuple[str, int]:
 
 
 def parse_units(text: str) -> tuple[tuple[str, int], ...]:
-    """`--units "No NSP:2,LTR & No NSP:2"` -> (("No NSP", 2), ("LTR & No NSP", 2))."""
-    out = []
-    for item in (i.strip() for i in text.split(",") if i.strip()):
+    """`--units "No NSP:2,LTR & No NSP:2"` -> (("No NSP", 2), ("LTR & No NSP", 2)). An arm's
+    name may hold commas (Table 6's "L=2,H=128,A=2:1"): an item ends at its ":SEED"."""
+    out, item = [], ""
+    for piece in text.split(","):
+        item = f"{item},{piece}" if item else piece
         arm, sep, seed = item.rpartition(":")
-        if not sep or not arm.strip() or not seed.strip().isdigit():
-            raise BertJaxError(
-                f"--units: {item!r} is not ARM:SEED (an arm of the table and a pretraining "
-                "seed, e.g. 'No NSP:2')"
-            )
-        out.append((arm.strip(), int(seed)))
+        if sep and arm.strip() and seed.strip().isdigit():
+            out.append((arm.strip(), int(seed)))
+            item = ""
+    if item.strip():
+        raise BertJaxError(
+            f"--units: {item.strip()!r} is not ARM:SEED (an arm of the table and a pretraining "
+            "seed, e.g. 'No NSP:2')"
+        )
     return tuple(dict.fromkeys(out))
 
 
