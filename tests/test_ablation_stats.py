@@ -95,6 +95,14 @@ def test_aa_false_verdicts_at_most_five_percent():
         assert rate <= 0.05 + 0.017, (pretrain, finetune, spread, rate)
     old = aa_test.false_verdict_rate("bootstrap", 2, 3, 10.0, sims=300, examples=300, draws=400)
     assert old > 0.10
+    # Unequal arms, as assembled tables have them: 6 pretraining runs against 3, and equal
+    # means with unequal spreads (MLM's runs against LTR's on conll; and the fewer runs the
+    # wider, where a pooled variance would err most).
+    for seeds_b, spread, spread_b in ((3, 5.2, 5.2), (3, 6.3, 0.8), (6, 6.3, 0.8)):
+        rate = aa_test.false_verdict_rate("welch", 6 if seeds_b == 3 else 3, 2, spread,
+                                          sims=1500, examples=300, seed=seeds_b,
+                                          pretrain_seeds_b=seeds_b, spread_b=spread_b)  # fmt: skip
+        assert rate <= 0.05 + 0.017, (seeds_b, spread, spread_b, rate)
 
 
 def test_entity_rows_give_seqeval_micro_f1():

@@ -50,14 +50,19 @@ def judge(method: str, a: tuple, b: tuple, draws: int) -> dict:
 def false_verdict_rate(
     method: str, pretrain_seeds: int, finetune_seeds: int, spread: float, sims: int,
     examples: int = 2000, finetune_spread: float = 1.0, seed: int = 0, draws: int = 1000,
+    pretrain_seeds_b: int | None = None, spread_b: float | None = None,
 ) -> float:  # fmt: skip
-    """The share of `sims` A/A tables whose interval lies wholly above or below 0."""
+    """The share of `sims` A/A tables whose interval lies wholly above or below 0. Arm B may
+    have other pretraining seeds (`pretrain_seeds_b`) or another spread between its runs
+    (`spread_b`: equal means, unequal spreads, as MLM's runs and LTR's on conll); None: A's."""
     rng = np.random.default_rng(seed)
+    seeds_b = pretrain_seeds if pretrain_seeds_b is None else pretrain_seeds_b
+    spreads = (spread, spread if spread_b is None else spread_b)
     wrong = 0
     for _ in range(sims):
         chance_N = rng.beta(4.0, 1.0, size=examples)
-        a, b = (simulate_arm(rng, chance_N, pretrain_seeds, finetune_seeds, spread,
-                             finetune_spread) for _ in range(2))  # fmt: skip
+        a, b = (simulate_arm(rng, chance_N, g, finetune_seeds, s, finetune_spread)
+                for g, s in zip((pretrain_seeds, seeds_b), spreads, strict=True))  # fmt: skip
         d = judge(method, a, b, draws)
         wrong += d["low"] > 0 or d["high"] < 0
     return wrong / sims

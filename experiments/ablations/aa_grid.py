@@ -8,6 +8,12 @@ two-level bootstrap it replaced is printed beside it where asked (`--bootstrap_s
 About 15 minutes on 2 cores at the defaults (2000 A/A tables per cell for the interval, 1-2 s a
 cell; 400 for the bootstrap, about 40 s a cell; 2000 examples). Prints a markdown table (rows:
 seeds; columns: spreads) and writes the json with the commit it ran at.
+
+    python experiments/ablations/aa_grid.py --unequal --out results_unequal.json
+
+Arms of unequal pretraining runs (6 against 3, as an assembled table has them) and equal means
+with unequal spreads (6.3 points against 0.8, as MLM's and LTR's runs on conll), at 2
+fine-tuning seeds: the interval's false verdicts there (about 3 s a cell, 2 minutes in all).
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ from bert_jax.ablations.aa_test import false_verdict_rate
 SPREADS = (0.0, 1.3, 2.6, 5.2, 10.0)  # points of score between pretraining runs (sd)
 PRETRAIN_SEEDS = (2, 3, 4, 6)
 FINETUNE_SEEDS = (1, 2, 3)
+UNEQUAL_SEEDS = ((6, 3), (8, 3), (8, 4), (3, 6))  # arm A's pretraining runs, arm B's
+UNEQUAL_SPREADS = ((0.0, 0.0), (2.6, 2.6), (5.2, 5.2), (10.0, 10.0), (6.3, 0.8), (0.8, 6.3))
 
 
 def _commit() -> str:
@@ -41,7 +49,11 @@ def main() -> None:
                         help="A/A tables per cell for the old bootstrap (0: skip it)")
     parser.add_argument("--examples", type=int, default=2000)
     parser.add_argument("--out", default="")
+    parser.add_argument("--unequal", action="store_true",
+                        help="the unequal-arms grid instead (UNEQUAL_SEEDS x UNEQUAL_SPREADS)")
     args = parser.parse_args()
+    if args.unequal:
+        return _unequal(args)
     cells = []
     for g, f, spread in itertools.product(PRETRAIN_SEEDS, FINETUNE_SEEDS, SPREADS):
         start = time.time()
@@ -62,12 +74,35 @@ def main() -> None:
         lines.append(f"| {g} x {f} | " + " | ".join(text) + " |")
     print("\n".join(lines))
     if args.out:
-        doc = {"commit": _commit(), "date": time.strftime("%Y-%m-%d"), "sims": args.sims,
-               "bootstrap_sims": args.bootstrap_sims, "examples": args.examples,
-               "finetune_spread": 1.0, "cells": cells}  # fmt: skip
-        with open(args.out, "w") as f:
-            json.dump(doc, f, indent=1)
-            f.write("\n")
+        _write(args.out, {"sims": args.sims, "bootstrap_sims": args.bootstrap_sims,
+                          "examples": args.examples, "finetune_spread": 1.0, "cells": cells})
+
+
+def _unequal(args: argparse.Namespace) -> None:
+    cells = []
+    for (g_a, g_b), (s_a, s_b) in itertools.product(UNEQUAL_SEEDS, UNEQUAL_SPREADS):
+        rate = false_verdict_rate("welch", g_a, 2, s_a, args.sims, args.examples,
+                                  pretrain_seeds_b=g_b, spread_b=s_b)  # fmt: skip
+        cells.append({"pretrain_seeds": [g_a, g_b], "spreads": [s_a, s_b], "welch": rate})
+        print(f"{g_a} vs {g_b} runs, spreads {s_a} / {s_b}: {100 * rate:.1f}%", flush=True)
+    names = [f"{a} / {b} pts" if a != b else f"{a} pts" for a, b in UNEQUAL_SPREADS]
+    lines = ["| pretraining runs, A vs B (2 fine-tuning seeds) | " + " | ".join(names) + " |",
+             "|---" * (len(names) + 1) + "|"]  # fmt: skip
+    for g_a, g_b in UNEQUAL_SEEDS:
+        row = [c for c in cells if c["pretrain_seeds"] == [g_a, g_b]]
+        lines.append(f"| {g_a} vs {g_b} | " + " | ".join(f"{100 * c['welch']:.1f}%" for c in row)
+                     + " |")  # fmt: skip
+    print("\n".join(lines))
+    if args.out:
+        _write(args.out, {"sims": args.sims, "examples": args.examples, "finetune_seeds": 2,
+                          "finetune_spread": 1.0, "cells": cells})  # fmt: skip
+
+
+def _write(path: str, doc: dict) -> None:
+    doc = {"commit": _commit(), "date": time.strftime("%Y-%m-%d"), **doc}
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
 
 
 if __name__ == "__main__":
