@@ -11,7 +11,7 @@ seeds; columns: spreads) and writes the json with the commit it ran at.
 
     python experiments/ablations/aa_grid.py --unequal --out results_unequal.json
 
-Arms of unequal pretraining runs (6 against 3, as an assembled table has them) and equal means
+Arms of unequal pretraining runs (6 against 3, as an assembled table has them), and equal means
 with unequal spreads (6.3 points against 0.8, as MLM's and LTR's runs on conll), at 2
 fine-tuning seeds: the interval's false verdicts there (about 3 s a cell, 2 minutes in all).
 """
@@ -29,7 +29,7 @@ from bert_jax.ablations.aa_test import false_verdict_rate
 SPREADS = (0.0, 1.3, 2.6, 5.2, 10.0)  # points of score between pretraining runs (sd)
 PRETRAIN_SEEDS = (2, 3, 4, 6)
 FINETUNE_SEEDS = (1, 2, 3)
-UNEQUAL_SEEDS = ((6, 3), (8, 3), (8, 4), (3, 6))  # arm A's pretraining runs, arm B's
+UNEQUAL_SEEDS = ((6, 3), (8, 3), (2, 6), (3, 6), (3, 3), (6, 6))  # arm A's pretraining runs, B's
 UNEQUAL_SPREADS = ((0.0, 0.0), (2.6, 2.6), (5.2, 5.2), (10.0, 10.0), (6.3, 0.8), (0.8, 6.3))
 
 
