@@ -38,7 +38,7 @@ _ONE_DEVICE = {"data": 1, "fsdp": 1, "tensor": 1}
 ROWS = "example_rows.npz"  # a fine-tuning run's per-example dev statistics (stats.example_rows)
 
 
-def _last_checkpoint(run: epath.Path) -> int:
+def last_checkpoint(run: epath.Path) -> int:
     """The step of a pretraining run's latest checkpoint (0 without one)."""
     steps = [int(d.name) for d in (run / "checkpoints").glob("*") if d.name.isdigit()]
     return max(steps, default=0)
@@ -47,7 +47,7 @@ def _last_checkpoint(run: epath.Path) -> int:
 def _check_has_checkpoint(run: epath.Path) -> None:
     """A pretraining run brought in from a unit (bert_jax.ablations.units) has no checkpoint:
     a new fine-tuning run on it is refused rather than made on a retrained model."""
-    if not _last_checkpoint(run):
+    if not last_checkpoint(run):
         raise BertJaxError(
             f"{run}: finished (done.json) but without its checkpoint, as a unit brought in from "
             "another machine is: a unit's runs are finished where it was pretrained, so run "
@@ -230,7 +230,7 @@ class Harness(Workdir):
         if not p.checkpoint:
             wd = self.root / "pretrain" / p.key
             done = (wd / "done.json").exists()
-            left = 0 if done else max(p.steps, 1) - _last_checkpoint(wd)
+            left = 0 if done else max(p.steps, 1) - last_checkpoint(wd)
             kind = _pretraining_kind(p.objective, p.model, random=not p.steps)
             yield run_time.Ref("pretraining", kind, wd, done, left)
         if task in INTRINSIC:

@@ -15,19 +15,13 @@ from collections.abc import Callable
 from etils import epath
 
 from bert_jax.ablations import assembly, report, run_time, tables
+from bert_jax.ablations.assembly import Job
 from bert_jax.ablations.checks import PAIR_TASKS
 from bert_jax.ablations.evidence import Evidence
 from bert_jax.ablations.harness import Harness
 from bert_jax.ablations.scales import SCALES, Scale
 from bert_jax.ablations.tables import calibration
-from bert_jax.ablations.unit_jobs import (
-    Job,
-    bring_in,
-    keep,
-    sibling_jobs,
-    table_jobs,
-    unit_jobs,
-)
+from bert_jax.ablations.unit_jobs import bring_in, keep, sibling_jobs, table_jobs, unit_jobs
 from bert_jax.config import shape_dims
 from bert_jax.errors import BertJaxError
 from bert_jax.train.lock import WorkdirInUse

@@ -9,22 +9,20 @@ import dataclasses
 from collections.abc import Callable
 
 from bert_jax.ablations import run_time, tables
-from bert_jax.ablations.harness import Harness
+from bert_jax.ablations.assembly import Job
+from bert_jax.ablations.harness import Harness, last_checkpoint
 from bert_jax.ablations.layout import arm_subdir
 from bert_jax.ablations.scales import Scale
 from bert_jax.ablations.units import Units
 from bert_jax.errors import BertJaxError
 
 
-def table_jobs(arms: list[tables.Arm], scale: Scale) -> list[tuple[tables.Arm, str, int]]:
+def table_jobs(arms: list[tables.Arm], scale: Scale) -> list[Job]:
     """(arm on one of its pretraining runs, task, fine-tuning seed) of every run of a table."""
     return [(seeded(arm, p), task, seed) for arm in arms
             for p in range(1 if arm.pretrain.checkpoint else scale.pretrain_seeds)
             for task in arm.tasks
             for seed in (range(1) if task in tables.INTRINSIC else range(scale.seeds))]  # fmt: skip
-
-
-Job = tuple[tables.Arm, str, int]
 
 
 def sibling_jobs(table: str, scale: Scale, jobs: list[Job]) -> list[tuple[str, Job]]:
@@ -77,9 +75,9 @@ def unit_jobs(
     table: str,
     arms: list[tables.Arm],
     scale: Scale,
-    jobs: list[tuple[tables.Arm, str, int]],
+    jobs: list[Job],
     units: tuple[tuple[str, int], ...],
-) -> list[tuple[tables.Arm, str, int]]:
+) -> list[Job]:
     """The jobs of the chosen (arm, pretraining seed) units of the table."""
     names = [a.name for a in arms]
     for name, seed in units:
@@ -105,7 +103,7 @@ def bring_in(harness: Harness, units_dir: str, progress: Callable[[str], None]) 
     return store
 
 
-def keep(store: Units, harness: Harness, jobs: list[tuple[tables.Arm, str, int]]) -> int:
+def keep(store: Units, harness: Harness, jobs: list[Job]) -> int:
     """Each finished job's rows made beside its run, then its unit (and the unit of its arm's
     seed-0 run, where its rate was chosen) copied out."""
     for arm, task, seed in jobs:
@@ -127,9 +125,9 @@ def plan(
     vocab: str = "",
 ) -> list[dict]:
     """Which units (pretraining runs with their fine-tuning, other tables' on their checkpoints
-    included: `sibling_jobs`) `table` still needs, after the
-    units in `units_dir` are brought in, and about how long each takes by the finished runs of
-    its kind; nothing is trained. Returns run_time.per_unit's list."""
+    included: `sibling_jobs`) `table` still needs, after the units in `units_dir` are brought
+    in, and about how long each takes by the finished runs of its kind; nothing is trained.
+    Returns run_time.per_unit's list."""
     arms, _ = tables.select_tasks(table, tables.get(table).arms(scale), only_tasks)
     harness = Harness(workdir, scale, corpus, tasks or {}, progress, vocab)
     jobs = table_jobs(arms, scale)
@@ -143,12 +141,11 @@ def plan(
         unit.append(job)
     for job in siblings:  # what other tables need of the unit's checkpoints, run with it
         by_unit[job[0].pretrain.key][1].append(job)
-    out = run_time.per_unit(
-        [(key, list(dict.fromkeys(names)), [r for job in js for r in harness.job_runs(*job)])
-         for key, (names, js) in by_unit.items()], finished)  # fmt: skip
+    units = [(key, list(dict.fromkeys(names)), [r for job in js for r in harness.job_runs(*job)])
+             for key, (names, js) in by_unit.items()]  # fmt: skip
+    out = run_time.per_unit(units, finished)
     todo = [u for u in out if any(o["runs"] for o in u["left"].values())]
-    every = [r for j in (*jobs, *siblings) for r in harness.job_runs(*j)]
-    whole = run_time.remaining([*every, *finished])
+    whole = run_time.remaining([*(r for _, _, refs in units for r in refs), *finished])
     said = run_time.describe(whole) or "nothing to do"
     progress(f"table {table} ({scale.name} scale): {len(out)} units, "
              f"{len(out) - len(todo)} finished, {len(todo)} to run; {said}")  # fmt: skip
@@ -156,7 +153,7 @@ def plan(
         said = run_time.describe(u["left"])
         state = "finished" if said is None else said.split("; about")[0]
         run = harness.root / "pretrain" / u["unit"]
-        if said and (run / "done.json").exists() and not (run / "checkpoints").exists():
+        if said and (run / "done.json").exists() and not last_checkpoint(run):
             state += (" (pretrained elsewhere, its checkpoint not here: run it where it was "
                       "pretrained, or pretrain it again)")  # harness._check_has_checkpoint
         if u["shared_with"]:  # run by whichever of them runs first
