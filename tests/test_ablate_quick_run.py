@@ -223,6 +223,7 @@ def test_quick_run_of_every_table_is_complete_and_resumable(tmp_path, monkeypatc
         ablate("5", scale, str(tmp_path), only_tasks=("conll", "cola"))
 
     _units_assemble_the_same_table(tmp_path, scale, docs["5"])
+    _a_carried_unit_ends_where_the_uncut_one_did(tmp_path, scale, monkeypatch)
 
 
 def _units_assemble_the_same_table(tmp_path: pathlib.Path, scale, doc5: dict) -> None:
@@ -324,3 +325,77 @@ def _units_assemble_the_same_table(tmp_path: pathlib.Path, scale, doc5: dict) ->
         json.dumps({**manifest, "text_sha256": "0" * 64}))  # fmt: skip
     with pytest.raises(BertJaxError, match=f"{no_nsp}: a unit made with another text_sha256"):
         ablate("5", scale, str(tmp_path / "fourth"), units_dir=str(partial))
+
+
+def _same_records(ours: pathlib.Path, theirs: pathlib.Path) -> list[str]:
+    """The records (scores, per-example rows, held-out evaluations) under `ours`, each checked
+    equal to the same file under `theirs`; returns their paths."""
+    checked = []
+    for f in sorted(ours.rglob("*")):
+        if f.suffix not in (".json", ".npz") or f.name in ("manifest.json", "config.json",
+                                                             "run_time.json"):  # fmt: skip
+            continue
+        other = theirs / f.relative_to(ours)
+        if f.suffix == ".json":
+            assert json.loads(f.read_text()) == json.loads(other.read_text()), f
+        else:
+            a, b = np.load(f), np.load(other)
+            assert set(a) == set(b) and all(np.array_equal(a[k], b[k]) for k in a), f
+        checked.append(str(f.relative_to(ours)))
+    return checked
+
+
+def _a_carried_unit_ends_where_the_uncut_one_did(tmp_path: pathlib.Path, scale, monkeypatch):
+    """A unit stopped by SIGTERM halfway through its pretraining carries its latest checkpoint
+    into the units dir; a fresh workdir (another machine) continues it from there and ends with
+    the uncut unit's scores and held-out rows, bit for bit. Figure 5's points before the carried
+    step are left to the first machine; the carried files go once the run ends."""
+    import os
+    import shutil
+    import signal
+
+    from bert_jax import checkpoint
+    from bert_jax.ablations.run import ablate
+
+    carried, messages, signalled = tmp_path / "carried", [], []
+    key = tables.get("5").arms(scale)[1].pretrain.key  # No NSP
+    unit = carried / "quick" / key
+    half = scale.steps // 2
+    save = checkpoint.Checkpointer.maybe_save
+
+    def signalled_once_at_half(self, step, state, input_state=None) -> bool:
+        saved = save(self, step, state, input_state)
+        if step == half and not signalled:  # the stop's end, as `kill -TERM` sends it
+            signalled.append(step)
+            os.kill(os.getpid(), signal.SIGTERM)
+        return saved
+
+    monkeypatch.setattr(checkpoint.Checkpointer, "maybe_save", signalled_once_at_half)
+    one = {"units_dir": str(carried), "units": (("No NSP", 0),), "only_tasks": ("conll",),
+           "progress": messages.append}  # fmt: skip
+    with pytest.raises(BertJaxError, match=f"stopped by SIGTERM at step {half + 1} of"):
+        ablate("5", scale, str(tmp_path / "cut"), **one)
+    monkeypatch.setattr(checkpoint.Checkpointer, "maybe_save", save)
+    said = f"{key}: step {half + 1} of {scale.steps} carried to"
+    assert any(m.startswith(said) for m in messages), messages
+    made = {str(f.relative_to(unit)): f.read_bytes() for f in unit.rglob("*") if f.is_file()}
+    assert f"carry/{half + 1}/checkpoint/state/manifest.ocdbt" in made, sorted(made)
+    assert not (unit / "pretrain" / key / "done.json").exists()
+    # --carry, for a run killed outright: its last checkpoint, the same files again.
+    shutil.rmtree(unit / "carry")
+    ablate("5", scale, str(tmp_path / "cut"), carry=True, **one)
+    assert {k: v for k, v in made.items() if k.startswith("carry/")} == {
+        str(f.relative_to(unit)): f.read_bytes() for f in (unit / "carry").rglob("*")
+        if f.is_file()}  # fmt: skip
+    messages.clear()
+    ablate("5", scale, str(tmp_path / "resumed"), **one)
+    assert f"{key}: continues from its step-{half + 1} checkpoint" in "\n".join(messages)
+    left_out = [m for m in messages if m.startswith("  left out:")]
+    assert len(left_out) == 2 and f"no step-{half // 2} checkpoint" in left_out[0], left_out
+    assert not (unit / "carry").exists()
+    log = (tmp_path / "resumed" / "pretrain" / key / "metrics.jsonl").read_text().splitlines()
+    steps = [json.loads(line)["step"] for line in log if "grad_norm" in line]
+    assert steps == list(range(1, scale.steps + 1))  # the carried part of its log, then its own
+    checked = _same_records(unit, tmp_path / "units" / "quick" / key)
+    assert f"pretrain/{key}/done.json" in checked and f"pretrain/{key}/mlm_loss_rows.npz" in checked
+    assert sum(p.endswith("eval_results.json") for p in checked) == 2, checked  # conll, @12

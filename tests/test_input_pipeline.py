@@ -196,6 +196,33 @@ def test_resume_continues_exactly(shards, batch_sharding, masking):
                 np.testing.assert_array_equal(got[key], expected[key], err_msg=key)
 
 
+def test_resume_from_the_same_shards_at_another_path(shards, tmp_path):
+    """A run carried to another machine reads its shards from another directory: its state
+    resumes there (and a state saved by full paths before 2026-11-30 resumes where it was)."""
+    import shutil
+
+    from bert_jax.input import batches as batch_files
+
+    files = shards["static"]
+    reference = PretrainInput(files, 8, L, P, seed=3)
+    take(reference, 2)
+    state = json.loads(json.dumps(reference.get_state()))
+    expected = take(reference, 3)
+    moved = [str(shutil.copy(f, tmp_path / pathlib.Path(f).name)) for f in files]
+    by_paths = batch_files.files_fingerprint_before_2026_11_30(files)
+    old_form = {**state, "config": {**state["config"], "files": by_paths}}
+    for where, saved in ((moved, state), (files, old_form)):
+        resumed = PretrainInput(where, 8, L, P, seed=3)
+        resumed.set_state(saved)
+        for want, got in zip(expected, take(resumed, 3), strict=True):
+            for key in want:
+                np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+    with pytest.raises(BertJaxError, match="files="):  # by full paths: not where it was saved
+        PretrainInput(moved, 8, L, P, seed=3).set_state(old_form)
+    with pytest.raises(BertJaxError, match="files="):  # other shards (one left out)
+        PretrainInput(moved[1:], 8, L, P, seed=3).set_state(state)
+
+
 def test_restore_with_other_settings_is_refused(shards):
     state = PretrainInput(shards["static"], 8, L, P, seed=1).get_state()
     other = PretrainInput(shards["static"], 8, L, P, seed=2)

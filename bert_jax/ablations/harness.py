@@ -23,7 +23,13 @@ from etils import epath
 from bert_jax import objectives
 from bert_jax.ablations import checks, provenance, run_time, stats
 from bert_jax.ablations.inputs import FAMILY, released_checkpoint
-from bert_jax.ablations.layout import arm_subdir, budget_subdir, length_suffix, run_kind
+from bert_jax.ablations.layout import (
+    arm_subdir,
+    budget_subdir,
+    last_checkpoint,
+    length_suffix,
+    run_kind,
+)
 from bert_jax.ablations.scales import BILSTM_HEAD_LR
 from bert_jax.ablations.tables import INTRINSIC, Arm, Pretrain
 from bert_jax.ablations.workdir import Workdir
@@ -36,12 +42,6 @@ from bert_jax.train.lock import WorkdirInUse, WorkdirLock, in_use
 
 _ONE_DEVICE = {"data": 1, "fsdp": 1, "tensor": 1}
 ROWS = "example_rows.npz"  # a fine-tuning run's per-example dev statistics (stats.example_rows)
-
-
-def last_checkpoint(run: epath.Path) -> int:
-    """The step of a pretraining run's latest checkpoint (0 without one)."""
-    steps = [int(d.name) for d in (run / "checkpoints").glob("*") if d.name.isdigit()]
-    return max(steps, default=0)
 
 
 def _check_has_checkpoint(run: epath.Path) -> None:

@@ -59,3 +59,10 @@ def run_kind(run: epath.Path) -> str:
     else:
         budget = re.sub(r"-lr[\d.e+-]+?(?=-d|-s|$)", "", budget)
     return f"{_model_of(key)} {task} {budget}"
+
+
+def last_checkpoint(run: epath.Path) -> int:
+    """The step of a pretraining run's latest finished checkpoint (0 without one): orbax saves
+    under a temporary name and renames it to the step's number when it is whole."""
+    steps = [int(d.name) for d in (run / "checkpoints").glob("*") if d.name.isdigit()]
+    return max(steps, default=0)

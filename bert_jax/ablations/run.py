@@ -22,6 +22,7 @@ from bert_jax.ablations.harness import Harness
 from bert_jax.ablations.scales import SCALES, Scale
 from bert_jax.ablations.tables import calibration
 from bert_jax.ablations.unit_jobs import bring_in, keep, sibling_jobs, table_jobs, unit_jobs
+from bert_jax.ablations.units import Units
 from bert_jax.config import shape_dims
 from bert_jax.errors import BertJaxError
 from bert_jax.train.lock import WorkdirInUse
@@ -152,6 +153,21 @@ def _run_jobs(
     return [values[i] for i in range(len(jobs))]
 
 
+def _left_behind(harness: Harness, job: Job, progress: Callable[[str], None]) -> bool:
+    """True (and said) for an unfinished job on a checkpoint along pretraining that this workdir
+    lacks: its run was carried in from another machine past that step (bert_jax.ablations.units)."""
+    arm, task, seed = job
+    if arm.step is None or harness.finished(arm, task, seed):
+        return False
+    run = harness.root / "pretrain" / arm.pretrain.key
+    if (run / "checkpoints" / str(arm.step)).exists():
+        return False
+    progress(f"  left out: arm {arm.name!r}, task {task}, seed {seed}: no step-{arm.step} "
+             f"checkpoint in {run} (a run carried in from another machine brings its latest "
+             "only); run it where that checkpoint is")  # fmt: skip
+    return True
+
+
 def _run_units(
     jobs: list[Job],
     siblings: list[tuple[str, Job]],
@@ -172,12 +188,24 @@ def _run_units(
             if arm.step is None:
                 harness.masked_lm_check(arm.pretrain)  # needs the checkpoint: made here
         theirs = [(name, job) for name, job in siblings if job[0].pretrain.key == key]
+        theirs = [(name, job) for name, job in theirs if not _left_behind(harness, job, progress)]
         for other in dict.fromkeys(name for name, _ in theirs):
             group = [job for name, job in theirs if name == other]
             _run_jobs(group, harness, other, tasks, progress, kept)
             own += group
         done += own
     return done
+
+
+def _carry(store: Units, jobs: list[Job], progress: Callable[[str], None]) -> list[str]:
+    """The jobs' unfinished pretraining runs carried into their units (Units.carry), said."""
+    try:
+        said = store.carry(arm.pretrain for arm, _, _ in jobs)
+    except Exception as e:  # a failed carry is said, never put in place of what stopped the run
+        said = [f"carrying the unfinished pretraining runs failed: {e}"]
+    for line in said:
+        progress(line)
+    return said
 
 
 def ablate(
@@ -192,6 +220,7 @@ def ablate(
     units: tuple[tuple[str, int], ...] = (),
     vocab: str = "",
     assemble: bool = False,
+    carry: bool = False,
 ) -> dict | None:
     """Runs (or continues) every arm of `table`; writes and returns the table document.
     `only_tasks`: the table's columns to run and report (all when empty). `units_dir`: finished
@@ -201,7 +230,10 @@ def ablate(
     in `units_dir` and write no table (None is returned). `vocab`: a vocab.txt
     or sentencepiece model to use instead of training one (bert_jax.ablations.given_vocab).
     `assemble`: train nothing; the table from every finished unit in `units_dir`, each arm over
-    as many pretraining runs as it has there (bert_jax.ablations.assembly)."""
+    as many pretraining runs as it has there (bert_jax.ablations.assembly). `carry`: train
+    nothing; copy the `units`' unfinished pretraining runs' latest checkpoints into their units,
+    to be continued on another machine (bert_jax.ablations.units; a units run that stops on an
+    error or signal carries them itself)."""
     if assemble and (units or not units_dir):
         raise BertJaxError("--assemble: give --units_dir (the units to assemble the table from) "
                            "and no --units")  # fmt: skip
@@ -212,6 +244,10 @@ def ablate(
     arms, left_out = tables.select_tasks(table, arms, only_tasks)
     if units and not units_dir:
         raise BertJaxError("--units: give --units_dir, where the finished units are kept")
+    if carry and not units:
+        raise BertJaxError("--carry: give --units (whose unfinished pretraining to carry) and "
+                           "--units_dir (where to)")  # fmt: skip
+    units_text = ", ".join(f"{a}:{p}" for a, p in units)
     if not units:
         report.check_keeps_columns(workdir, table, every, only_tasks)
     tasks = tasks or {}
@@ -220,6 +256,11 @@ def ablate(
     store = bring_in(harness, units_dir, progress)
     if units:
         jobs = unit_jobs(table, arms, scale, jobs, units)
+        if carry:
+            if not _carry(store, jobs, progress):
+                progress(f"nothing to carry: no unfinished pretraining run of units "
+                         f"{units_text} has a checkpoint in {harness.root}")  # fmt: skip
+            return None
     used = None
     if assemble:
         seeds = [m["pretraining_seed"] for m in store.manifests().values()]
@@ -237,9 +278,13 @@ def ablate(
     kept = None if not keeps else (
         lambda arm, task, seed: keep(store, harness, [(arm, task, seed)]))  # fmt: skip
     if units:
-        done = _run_units(jobs, siblings, harness, table, tasks, progress, kept)
+        try:
+            done = _run_units(jobs, siblings, harness, table, tasks, progress, kept)
+        except BaseException:  # SIGTERM at a stop's end, Ctrl-C, a fault: carry what is made
+            _carry(store, jobs, progress)
+            raise
         added = keep(store, harness, done)
-        progress(f"units {', '.join(f'{a}:{p}' for a, p in units)} finished; "
+        progress(f"units {units_text} finished; "
                  f"{added} files kept in {store.root} ({time.time() - start:.0f}s)")
         return None
     values = _run_jobs(jobs, harness, table, tasks, progress, kept)

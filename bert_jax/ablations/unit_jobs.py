@@ -10,8 +10,8 @@ from collections.abc import Callable
 
 from bert_jax.ablations import run_time, tables
 from bert_jax.ablations.assembly import Job
-from bert_jax.ablations.harness import Harness, last_checkpoint
-from bert_jax.ablations.layout import arm_subdir
+from bert_jax.ablations.harness import Harness
+from bert_jax.ablations.layout import arm_subdir, last_checkpoint
 from bert_jax.ablations.scales import Scale
 from bert_jax.ablations.units import Units
 from bert_jax.errors import BertJaxError
@@ -100,6 +100,8 @@ def bring_in(harness: Harness, units_dir: str, progress: Callable[[str], None]) 
     store = Units(harness, units_dir)
     if added := store.bring_in():
         progress(f"brought in {added} files of finished runs from the units in {store.root}")
+    for key, step in store.continued.items():
+        progress(f"{key}: continues from its step-{step} checkpoint, carried in {store.root}")
     return store
 
 

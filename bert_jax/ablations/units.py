@@ -8,12 +8,21 @@ workdir) that made them, and a table can be spread over several machines.
     UNITS_DIR/SCALE/KEY/finetune/...    per run: eval_results.json, run_time.json,
                                         example_rows.npz; the rate choices (choice.json)
 
+    UNITS_DIR/SCALE/KEY/carry/STEP/     an unfinished pretraining run's latest checkpoint, with
+                                        its config, log and run time (`carry`), until it ends
+
 The paths under KEY are the workdir's own (bert_jax.ablations.harness, .layout): `bring_in`
 copies a unit's files into a workdir, where its runs then count as finished, and `keep` copies a
 workdir's finished runs out. Neither replaces a file already there (the first finished copy of a
 run is the one every table reads), and a run's marker file (done.json, eval_results.json,
 choice.json) is copied last, so a copy cut short is not taken for a finished run. Checkpoints stay
 on the machine that trained them: a unit's runs are finished there, together.
+
+A unit too long for one machine's time is carried: `carry` copies its unfinished pretraining
+run's latest checkpoint (about 11 MB at the cpu scale: weights and Adam's moments, so the run
+continues exactly) into the unit, and `bring_in` puts it in another workdir's run, which resumes
+from it. Only the latest checkpoint travels: fine-tuning from an earlier one (Figure 5's points)
+is left to the machine that has it. The carried files go once the run ends (`keep`).
 
 Units made with other settings, pretraining text or downstream data than the workdir's are
 refused by name (`Workdir.digests`); the commit and device are recorded, not matched.
@@ -28,6 +37,7 @@ from collections.abc import Iterable, Iterator
 from etils import epath
 
 from bert_jax.ablations import provenance
+from bert_jax.ablations.layout import last_checkpoint
 from bert_jax.ablations.tables import Pretrain
 from bert_jax.atomic_write import write_bytes_atomic, write_json_atomic
 from bert_jax.errors import BertJaxError
@@ -41,6 +51,9 @@ RECORDS = ("run_time.json", "example_rows.npz", "baselines.json", "mlm_loss_rows
 # A pretraining run's settings and log too: an estimate of the runs left goes by its step rate.
 PRETRAINING_RECORDS = ("config.json", "metrics.jsonl")
 GROWING = "along_training.json"  # a per-step cache: merged, entry by entry
+CARRY = "carry"
+# What an unfinished pretraining run's continuation needs beside its checkpoint.
+CARRIED_RECORDS = ("config.json", "metrics.jsonl", "run_time.json")
 _PAIR_ROWS = "pair_rows_*.json"
 
 
@@ -87,6 +100,47 @@ def _copy_run(src_root: epath.Path, run_dir: epath.Path, dst_root: epath.Path) -
     return added
 
 
+def _copy_tree(src: epath.Path, dst: epath.Path) -> int:
+    """Copies every file under `src` to the same place under `dst`; returns their bytes."""
+    size = 0
+    dst.mkdir(parents=True, exist_ok=True)
+    for f in sorted(src.iterdir()):  # epath walks no `**` (thousands of calls on gs://)
+        if f.is_dir():
+            size += _copy_tree(f, dst / f.name)
+        else:
+            data = f.read_bytes()
+            (dst / f.name).write_bytes(data)
+            size += len(data)
+    return size
+
+
+def carried_step(unit: epath.Path) -> int:
+    """The step of the checkpoint carried in `unit` (0 without one)."""
+    steps = [int(d.name) for d in (unit / CARRY).glob("*") if d.name.isdigit()]
+    return max(steps, default=0)
+
+
+def _continue(unit: epath.Path, workdir: epath.Path) -> int:
+    """Puts the checkpoint carried in `unit` (with its records) into `workdir`'s pretraining run,
+    unless that run is finished or already further on; returns the files added. The checkpoint is
+    copied under another name and renamed to its step, so a copy cut short is never resumed."""
+    step = carried_step(unit)
+    run = workdir / "pretrain" / unit.name
+    if not step or (run / "done.json").exists() or last_checkpoint(run) >= step:
+        return 0
+    carried = unit / CARRY / str(step)
+    partial = run / f".carried-{step}"
+    if partial.exists():
+        partial.rmtree()
+    _copy_tree(carried / "checkpoint", partial)
+    (run / "checkpoints").mkdir(parents=True, exist_ok=True)
+    partial.rename(run / "checkpoints" / str(step))
+    names = [n for n in CARRIED_RECORDS if (carried / n).exists()]
+    for name in names:  # the run's record up to its checkpoint
+        write_bytes_atomic(run / name, (carried / name).read_bytes())
+    return 1 + len(names)
+
+
 @dataclasses.dataclass
 class Units:
     """The units under `directory` at the workdir's scale, against the workdir `harness`."""
@@ -96,6 +150,7 @@ class Units:
 
     def __post_init__(self) -> None:
         self.root = epath.Path(self.directory) / self.harness.scale.name
+        self.continued: dict[str, int] = {}  # run key -> the carried step `bring_in` put in
 
     def _check(self, unit: epath.Path) -> None:
         manifest = json.loads((unit / MANIFEST).read_text())
@@ -117,7 +172,46 @@ class Units:
             self._check(unit)
             for run_dir in _finished_dirs(unit, unit.name):
                 added += _copy_run(unit, run_dir, self.harness.root)
+            if files := _continue(unit, self.harness.root):
+                self.continued[unit.name] = carried_step(unit)
+                added += files
         return added
+
+    def carry(self, runs: Iterable[Pretrain]) -> list[str]:
+        """Copies each unfinished pretraining run's latest checkpoint in the workdir into its
+        unit's carry/STEP (the files that continue it: module docstring), replacing an earlier
+        step's; returns a line for each run carried or already carried."""
+        said = []
+        for run in {r.key: r for r in runs if not r.checkpoint and r.steps}.values():
+            src = self.harness.root / "pretrain" / run.key
+            step = last_checkpoint(src)
+            if (src / "done.json").exists() or not step:
+                continue
+            unit = self.root / run.key
+            if (unit / MANIFEST).exists():
+                self._check(unit)
+            where = unit / CARRY / str(step)
+            if carried_step(unit) < step:
+                partial = unit / CARRY / f"{step}.partial"
+                if partial.exists():
+                    partial.rmtree()
+                size = _copy_tree(src / "checkpoints" / str(step), partial / "checkpoint")
+                for name in CARRIED_RECORDS:
+                    if (src / name).exists():
+                        write_bytes_atomic(partial / name, (src / name).read_bytes())
+                partial.rename(where)
+                for old in (unit / CARRY).glob("*"):
+                    if old != where:
+                        old.rmtree()
+                if not (unit / MANIFEST).exists():
+                    write_json_atomic(unit / MANIFEST, self._manifest(run, unit), sort_keys=True)
+                said.append(f"{run.key}: step {step} of {run.steps} carried to {where} "
+                            f"({size / 1e6:.1f} MB); a run of the same units with this units "
+                            "directory, on any machine, continues from it")  # fmt: skip
+            else:
+                said.append(f"{run.key}: step {carried_step(unit)} already carried to "
+                            f"{unit / CARRY}")  # fmt: skip
+        return said
 
     def keep(self, runs: Iterable[Pretrain]) -> int:
         """Copies the workdir's finished runs of each pretraining run's unit out, with their
@@ -131,6 +225,8 @@ class Units:
                       for d in _finished_dirs(self.harness.root, run.key))  # fmt: skip
             if new or not (unit / MANIFEST).exists() and (unit / "pretrain").exists():
                 write_json_atomic(unit / MANIFEST, self._manifest(run, unit), sort_keys=True)
+            if (unit / "pretrain" / run.key / "done.json").exists() and (unit / CARRY).exists():
+                (unit / CARRY).rmtree()  # its run has ended: what continued it is not needed
             added += new
         return added
 

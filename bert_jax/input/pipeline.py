@@ -146,7 +146,9 @@ class PretrainInput(batches.Reader, grain.DatasetIterator):
         """Continue exactly after the batch at which `state` was taken."""
         if state.get("version") != _STATE_VERSION:
             raise BertJaxError(f"input state version {state.get('version')}, expected 1")
-        saved = state["config"]
+        saved = dict(state["config"])
+        if saved.get("files") == batches.files_fingerprint_before_2026_11_30(self.files):
+            saved["files"] = self._fingerprint["files"]  # the same files, saved by full paths
         for key, value in self._fingerprint.items():
             if saved.get(key) != value:
                 raise BertJaxError(
