@@ -356,21 +356,23 @@ def _a_carried_unit_ends_where_the_uncut_one_did(tmp_path: pathlib.Path, scale, 
 
     from bert_jax import checkpoint
     from bert_jax.ablations.run import ablate
+    from bert_jax.ablations.units import carried_step
 
     carried, messages, signalled = tmp_path / "carried", [], []
     key = tables.get("5").arms(scale)[1].pretrain.key  # No NSP
     unit = carried / "quick" / key
     half = scale.steps // 2
+    at = {"step": half}  # of the first training loop that reaches it
     save = checkpoint.Checkpointer.maybe_save
 
-    def signalled_once_at_half(self, step, state, input_state=None) -> bool:
+    def signalled_once_at(self, step, state, input_state=None) -> bool:
         saved = save(self, step, state, input_state)
-        if step == half and not signalled:  # the stop's end, as `kill -TERM` sends it
+        if step == at["step"] and not signalled:  # the stop's end, as `kill -TERM` sends it
             signalled.append(step)
             os.kill(os.getpid(), signal.SIGTERM)
         return saved
 
-    monkeypatch.setattr(checkpoint.Checkpointer, "maybe_save", signalled_once_at_half)
+    monkeypatch.setattr(checkpoint.Checkpointer, "maybe_save", signalled_once_at)
     one = {"units_dir": str(carried), "units": (("No NSP", 0),), "only_tasks": ("conll",),
            "progress": messages.append}  # fmt: skip
     with pytest.raises(BertJaxError, match=f"stopped by SIGTERM at step {half + 1} of"):
@@ -399,3 +401,21 @@ def _a_carried_unit_ends_where_the_uncut_one_did(tmp_path: pathlib.Path, scale, 
     checked = _same_records(unit, tmp_path / "units" / "quick" / key)
     assert f"pretrain/{key}/done.json" in checked and f"pretrain/{key}/mlm_loss_rows.npz" in checked
     assert sum(p.endswith("eval_results.json") for p in checked) == 2, checked  # conll, @12
+    # A second fine-tuning seed stopped by SIGTERM: the finished run's last checkpoint is carried
+    # for it, and the first workdir (which has the checkpoints at 4 and 8, not 12) finishes it.
+    two = dataclasses.replace(scale, seeds=2)
+    at["step"] = 2
+    signalled.clear()
+    monkeypatch.setattr(checkpoint.Checkpointer, "maybe_save", signalled_once_at)
+    with pytest.raises(BertJaxError, match="stopped by SIGTERM at step 3 of"):
+        ablate("5", two, str(tmp_path / "resumed"), **one)
+    monkeypatch.setattr(checkpoint.Checkpointer, "maybe_save", save)
+    assert carried_step(unit) == scale.steps and signalled == [2]
+    messages.clear()
+    ablate("5", two, str(tmp_path / "cut"), **one)
+    assert f"{key}: continues from its step-{scale.steps} checkpoint" in "\n".join(messages)
+    assert [m.split(",")[0] for m in messages if m.startswith("  left out:")] == [
+        f"  left out: arm 'MLM@{scale.steps * 3 // 4}'"]  # fmt: skip
+    made = {str(p.relative_to(unit)).split("/conll/")[0] for p in unit.rglob("seed1")}
+    assert made == {f"finetune/{key}", f"finetune/{key}@{half // 2}", f"finetune/{key}@{half}"}
+    assert not (unit / "carry").exists()

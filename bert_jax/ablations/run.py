@@ -197,10 +197,15 @@ def _run_units(
     return done
 
 
-def _carry(store: Units, jobs: list[Job], progress: Callable[[str], None]) -> list[str]:
-    """The jobs' unfinished pretraining runs carried into their units (Units.carry), said."""
+def _carry(
+    store: Units, harness: Harness, jobs: list[Job], progress: Callable[[str], None]
+) -> list[str]:
+    """The pretraining runs of the units with unfinished jobs carried into them (Units.carry),
+    said. Jobs on a checkpoint along the run (Figure 5's) do not count: only the latest travels."""
     try:
-        said = store.carry(arm.pretrain for arm, _, _ in jobs)
+        left = [arm.pretrain for arm, task, seed in jobs
+                if arm.step is None and not harness.finished(arm, task, seed)]  # fmt: skip
+        said = store.carry(left)
     except Exception as e:  # a failed carry is said, never put in place of what stopped the run
         said = [f"carrying the unfinished pretraining runs failed: {e}"]
     for line in said:
@@ -231,9 +236,9 @@ def ablate(
     or sentencepiece model to use instead of training one (bert_jax.ablations.given_vocab).
     `assemble`: train nothing; the table from every finished unit in `units_dir`, each arm over
     as many pretraining runs as it has there (bert_jax.ablations.assembly). `carry`: train
-    nothing; copy the `units`' unfinished pretraining runs' latest checkpoints into their units,
-    to be continued on another machine (bert_jax.ablations.units; a units run that stops on an
-    error or signal carries them itself)."""
+    nothing; copy the unfinished `units`' latest pretraining checkpoints into them, to be
+    continued on another machine (bert_jax.ablations.units; a units run that stops on an error
+    or signal carries them itself)."""
     if assemble and (units or not units_dir):
         raise BertJaxError("--assemble: give --units_dir (the units to assemble the table from) "
                            "and no --units")  # fmt: skip
@@ -257,9 +262,10 @@ def ablate(
     if units:
         jobs = unit_jobs(table, arms, scale, jobs, units)
         if carry:
-            if not _carry(store, jobs, progress):
-                progress(f"nothing to carry: no unfinished pretraining run of units "
-                         f"{units_text} has a checkpoint in {harness.root}")  # fmt: skip
+            theirs = [job for _, job in sibling_jobs(table, scale, jobs)]
+            if not _carry(store, harness, [*jobs, *theirs], progress):
+                progress(f"nothing to carry: units {units_text} are finished or have no "
+                         f"checkpoint in {harness.root}")  # fmt: skip
             return None
     used = None
     if assemble:
@@ -281,9 +287,10 @@ def ablate(
         try:
             done = _run_units(jobs, siblings, harness, table, tasks, progress, kept)
         except BaseException:  # SIGTERM at a stop's end, Ctrl-C, a fault: carry what is made
-            _carry(store, jobs, progress)
+            _carry(store, harness, [*jobs, *(job for _, job in siblings)], progress)
             raise
         added = keep(store, harness, done)
+        store.drop_carried(arm.pretrain for arm, _, _ in jobs)
         progress(f"units {units_text} finished; "
                  f"{added} files kept in {store.root} ({time.time() - start:.0f}s)")
         return None

@@ -8,8 +8,8 @@ workdir) that made them, and a table can be spread over several machines.
     UNITS_DIR/SCALE/KEY/finetune/...    per run: eval_results.json, run_time.json,
                                         example_rows.npz; the rate choices (choice.json)
 
-    UNITS_DIR/SCALE/KEY/carry/STEP/     an unfinished pretraining run's latest checkpoint, with
-                                        its config, log and run time (`carry`), until it ends
+    UNITS_DIR/SCALE/KEY/carry/STEP/     the pretraining run's latest checkpoint, with its
+                                        config, log and run time, while the unit is unfinished
 
 The paths under KEY are the workdir's own (bert_jax.ablations.harness, .layout): `bring_in`
 copies a unit's files into a workdir, where its runs then count as finished, and `keep` copies a
@@ -18,11 +18,12 @@ run is the one every table reads), and a run's marker file (done.json, eval_resu
 choice.json) is copied last, so a copy cut short is not taken for a finished run. Checkpoints stay
 on the machine that trained them: a unit's runs are finished there, together.
 
-A unit too long for one machine's time is carried: `carry` copies its unfinished pretraining
-run's latest checkpoint (about 11 MB at the cpu scale: weights and Adam's moments, so the run
-continues exactly) into the unit, and `bring_in` puts it in another workdir's run, which resumes
-from it. Only the latest checkpoint travels: fine-tuning from an earlier one (Figure 5's points)
-is left to the machine that has it. The carried files go once the run ends (`keep`).
+A unit too long for one machine's time is carried: `carry` copies its pretraining run's latest
+checkpoint (about 11 MB at the cpu scale: weights and Adam's moments, so an unfinished run
+continues exactly; a finished one's last, for the fine-tuning left) into the unit, and `bring_in`
+puts it in another workdir's run, which resumes or fine-tunes from it. Only the latest checkpoint
+travels: fine-tuning from an earlier one (Figure 5's points) is left to the machine that has it.
+The carried files go once the unit's runs are all finished (`drop_carried`).
 
 Units made with other settings, pretraining text or downstream data than the workdir's are
 refused by name (`Workdir.digests`); the commit and device are recorded, not matched.
@@ -122,11 +123,11 @@ def carried_step(unit: epath.Path) -> int:
 
 def _continue(unit: epath.Path, workdir: epath.Path) -> int:
     """Puts the checkpoint carried in `unit` (with its records) into `workdir`'s pretraining run,
-    unless that run is finished or already further on; returns the files added. The checkpoint is
-    copied under another name and renamed to its step, so a copy cut short is never resumed."""
+    unless that run is already as far on; returns the files added. The checkpoint is copied under
+    another name and renamed to its step, so a copy cut short is never resumed."""
     step = carried_step(unit)
     run = workdir / "pretrain" / unit.name
-    if not step or (run / "done.json").exists() or last_checkpoint(run) >= step:
+    if not step or last_checkpoint(run) >= step:
         return 0
     carried = unit / CARRY / str(step)
     partial = run / f".carried-{step}"
@@ -178,14 +179,15 @@ class Units:
         return added
 
     def carry(self, runs: Iterable[Pretrain]) -> list[str]:
-        """Copies each unfinished pretraining run's latest checkpoint in the workdir into its
-        unit's carry/STEP (the files that continue it: module docstring), replacing an earlier
-        step's; returns a line for each run carried or already carried."""
+        """Copies each pretraining run's latest checkpoint in the workdir into its unit's
+        carry/STEP (the files that continue it: module docstring), replacing an earlier step's;
+        returns a line for each run carried or already carried. For the runs of unfinished
+        units: a finished run's last checkpoint is what its unit's fine-tuning left needs."""
         said = []
         for run in {r.key: r for r in runs if not r.checkpoint and r.steps}.values():
             src = self.harness.root / "pretrain" / run.key
             step = last_checkpoint(src)
-            if (src / "done.json").exists() or not step:
+            if not step:
                 continue
             unit = self.root / run.key
             if (unit / MANIFEST).exists():
@@ -225,10 +227,14 @@ class Units:
                       for d in _finished_dirs(self.harness.root, run.key))  # fmt: skip
             if new or not (unit / MANIFEST).exists() and (unit / "pretrain").exists():
                 write_json_atomic(unit / MANIFEST, self._manifest(run, unit), sort_keys=True)
-            if (unit / "pretrain" / run.key / "done.json").exists() and (unit / CARRY).exists():
-                (unit / CARRY).rmtree()  # its run has ended: what continued it is not needed
             added += new
         return added
+
+    def drop_carried(self, runs: Iterable[Pretrain]) -> None:
+        """Deletes the checkpoints carried in the units of `runs`, whose runs are all finished."""
+        for run in runs:
+            if (self.root / run.key / CARRY).exists():
+                (self.root / run.key / CARRY).rmtree()
 
     def _manifest(self, run: Pretrain, unit: epath.Path) -> dict:
         return {

@@ -36,9 +36,9 @@ brought in before anything runs, so a table assembles from units made on several
 --assemble trains nothing: each arm over every finished unit of it in D, as many pretraining
 runs as it has there; arms with none are left out with their claims (the md names them).
 A unit longer than one machine's time is carried: a --units run stopped by SIGTERM (or any
-error) copies its unfinished pretraining run's latest checkpoint into D/SCALE/KEY/carry/STEP
-(--carry does it for a run killed outright, from its last periodic checkpoint), and the same
---units command on another machine with D continues from there, exactly:
+error) before its unit is finished copies its pretraining run's latest checkpoint into
+D/SCALE/KEY/carry/STEP (--carry does it for a run killed outright, from its last periodic
+checkpoint), and the same --units command on another machine with D continues from there:
   kill -TERM PID; git add D && git commit ...          # at the first machine's end
   bert-jax ablate --table 5 --workdir W4 --units_dir D --units 'No NSP:3'   # elsewhere
 """
@@ -126,8 +126,8 @@ _ASSEMBLE = flags.DEFINE_bool(
     "each arm over as many pretraining runs as it has there; arms with none are left out."
 )  # fmt: skip
 _CARRY = flags.DEFINE_bool(
-    "carry", False, "Train nothing: copy the --units' unfinished pretraining runs' latest "
-    "checkpoints (weights and optimizer state) into --units_dir, where a run of the same units "
+    "carry", False, "Train nothing: copy the latest pretraining checkpoints (weights and "
+    "optimizer state) of the unfinished --units into --units_dir, where a run of the same units "
     "on another machine continues them (a --units run stopped by SIGTERM does this itself)."
 )  # fmt: skip
 _TPU_NAME = flags.DEFINE_string("tpu_name", "", "--scale tpu: the TPU VM to launch on.")
