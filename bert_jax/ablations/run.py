@@ -258,7 +258,7 @@ def ablate(
     tasks = tasks or {}
     harness = Harness(workdir, scale, corpus, tasks, progress, vocab)
     jobs = table_jobs(arms, scale)
-    store = bring_in(harness, units_dir, progress)
+    store = bring_in(harness, units_dir, progress, carried=not assemble)
     if units:
         jobs = unit_jobs(table, arms, scale, jobs, units)
         if carry:

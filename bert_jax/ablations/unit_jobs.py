@@ -94,11 +94,15 @@ def unit_jobs(
     return [j for j in jobs if (j[0].name, j[0].pretrain.seed) in units]
 
 
-def bring_in(harness: Harness, units_dir: str, progress: Callable[[str], None]) -> Units | None:
+def bring_in(
+    harness: Harness, units_dir: str, progress: Callable[[str], None], carried: bool = True
+) -> Units | None:
+    """The units in `units_dir` brought into `harness`'s workdir (`carried`: with the checkpoints
+    carried in unfinished units, which only a run that trains needs)."""
     if not units_dir:
         return None
     store = Units(harness, units_dir)
-    if added := store.bring_in():
+    if added := store.bring_in(carried):
         progress(f"brought in {added} files of finished runs from the units in {store.root}")
     for key, step in store.continued.items():
         progress(f"{key}: continues from its step-{step} checkpoint, carried in {store.root}")

@@ -165,15 +165,16 @@ class Units:
                 "the workdir settings it was made with"
             )
 
-    def bring_in(self) -> int:
-        """Copies every unit's finished runs into the workdir; returns the files added."""
+    def bring_in(self, carried: bool = True) -> int:
+        """Copies every unit's finished runs into the workdir, and with `carried` the checkpoints
+        carried in unfinished units; returns the files added."""
         added = 0
         for manifest in sorted(self.root.glob(f"*/{MANIFEST}")):
             unit = manifest.parent
             self._check(unit)
             for run_dir in _finished_dirs(unit, unit.name):
                 added += _copy_run(unit, run_dir, self.harness.root)
-            if files := _continue(unit, self.harness.root):
+            if carried and (files := _continue(unit, self.harness.root)):
                 self.continued[unit.name] = carried_step(unit)
                 added += files
         return added
