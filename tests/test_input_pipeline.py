@@ -201,7 +201,7 @@ def test_resume_from_the_same_shards_at_another_path(shards, tmp_path):
     resumes there (and a state saved by full paths before 2026-11-30 resumes where it was)."""
     import shutil
 
-    from bert_jax.input import batches as batch_files
+    from bert_jax.input.pipeline import files_fingerprint_before_2026_11_30
 
     files = shards["static"]
     reference = PretrainInput(files, 8, L, P, seed=3)
@@ -209,7 +209,7 @@ def test_resume_from_the_same_shards_at_another_path(shards, tmp_path):
     state = json.loads(json.dumps(reference.get_state()))
     expected = take(reference, 3)
     moved = [str(shutil.copy(f, tmp_path / pathlib.Path(f).name)) for f in files]
-    by_paths = batch_files.files_fingerprint_before_2026_11_30(files)
+    by_paths = files_fingerprint_before_2026_11_30(files)
     old_form = {**state, "config": {**state["config"], "files": by_paths}}
     for where, saved in ((moved, state), (files, old_form)):
         resumed = PretrainInput(where, 8, L, P, seed=3)

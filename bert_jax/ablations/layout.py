@@ -61,8 +61,13 @@ def run_kind(run: epath.Path) -> str:
     return f"{_model_of(key)} {task} {budget}"
 
 
-def last_checkpoint(run: epath.Path) -> int:
-    """The step of a pretraining run's latest finished checkpoint (0 without one): orbax saves
-    under a temporary name and renames it to the step's number when it is whole."""
-    steps = [int(d.name) for d in (run / "checkpoints").glob("*") if d.name.isdigit()]
+def latest_step(directory: epath.Path) -> int:
+    """The largest step named by a subdirectory of `directory` (0 without one): checkpoints are
+    written under another name and renamed to their step's number when whole."""
+    steps = [int(d.name) for d in directory.glob("*") if d.name.isdigit()]
     return max(steps, default=0)
+
+
+def last_checkpoint(run: epath.Path) -> int:
+    """The step of a pretraining run's latest finished checkpoint (0 without one)."""
+    return latest_step(run / "checkpoints")

@@ -38,7 +38,7 @@ from collections.abc import Iterable, Iterator
 from etils import epath
 
 from bert_jax.ablations import provenance
-from bert_jax.ablations.layout import last_checkpoint
+from bert_jax.ablations.layout import last_checkpoint, latest_step
 from bert_jax.ablations.tables import Pretrain
 from bert_jax.atomic_write import write_bytes_atomic, write_json_atomic
 from bert_jax.errors import BertJaxError
@@ -117,14 +117,13 @@ def _copy_tree(src: epath.Path, dst: epath.Path) -> int:
 
 def carried_step(unit: epath.Path) -> int:
     """The step of the checkpoint carried in `unit` (0 without one)."""
-    steps = [int(d.name) for d in (unit / CARRY).glob("*") if d.name.isdigit()]
-    return max(steps, default=0)
+    return latest_step(unit / CARRY)
 
 
 def _continue(unit: epath.Path, workdir: epath.Path) -> int:
     """Puts the checkpoint carried in `unit` (with its records) into `workdir`'s pretraining run,
-    unless that run is already as far on; returns the files added. The checkpoint is copied under
-    another name and renamed to its step, so a copy cut short is never resumed."""
+    unless that run is already as far on; returns the step put in (0 for none). The checkpoint is
+    copied under another name and renamed to its step, so a copy cut short is never resumed."""
     step = carried_step(unit)
     run = workdir / "pretrain" / unit.name
     if not step or last_checkpoint(run) >= step:
@@ -136,10 +135,10 @@ def _continue(unit: epath.Path, workdir: epath.Path) -> int:
     _copy_tree(carried / "checkpoint", partial)
     (run / "checkpoints").mkdir(parents=True, exist_ok=True)
     partial.rename(run / "checkpoints" / str(step))
-    names = [n for n in CARRIED_RECORDS if (carried / n).exists()]
-    for name in names:  # the run's record up to its checkpoint
-        write_bytes_atomic(run / name, (carried / name).read_bytes())
-    return 1 + len(names)
+    for name in CARRIED_RECORDS:  # the run's record up to its checkpoint
+        if (carried / name).exists():
+            write_bytes_atomic(run / name, (carried / name).read_bytes())
+    return step
 
 
 @dataclasses.dataclass
@@ -167,16 +166,15 @@ class Units:
 
     def bring_in(self, carried: bool = True) -> int:
         """Copies every unit's finished runs into the workdir, and with `carried` the checkpoints
-        carried in unfinished units; returns the files added."""
+        carried in unfinished units (`continued`); returns the finished runs' files added."""
         added = 0
         for manifest in sorted(self.root.glob(f"*/{MANIFEST}")):
             unit = manifest.parent
             self._check(unit)
             for run_dir in _finished_dirs(unit, unit.name):
                 added += _copy_run(unit, run_dir, self.harness.root)
-            if carried and (files := _continue(unit, self.harness.root)):
-                self.continued[unit.name] = carried_step(unit)
-                added += files
+            if carried and (step := _continue(unit, self.harness.root)):
+                self.continued[unit.name] = step
         return added
 
     def carry(self, runs: Iterable[Pretrain]) -> list[str]:
@@ -193,8 +191,8 @@ class Units:
             unit = self.root / run.key
             if (unit / MANIFEST).exists():
                 self._check(unit)
-            where = unit / CARRY / str(step)
-            if carried_step(unit) < step:
+            where, have = unit / CARRY / str(step), carried_step(unit)
+            if have < step:
                 partial = unit / CARRY / f"{step}.partial"
                 if partial.exists():
                     partial.rmtree()
@@ -212,8 +210,7 @@ class Units:
                             f"({size / 1e6:.1f} MB); a run of the same units with this units "
                             "directory, on any machine, continues from it")  # fmt: skip
             else:
-                said.append(f"{run.key}: step {carried_step(unit)} already carried to "
-                            f"{unit / CARRY}")  # fmt: skip
+                said.append(f"{run.key}: step {have} already carried to {unit / CARRY}")
         return said
 
     def keep(self, runs: Iterable[Pretrain]) -> int:

@@ -3,9 +3,7 @@ records into the batch dict (dtypes, masking) and then into global `jax.Array`s.
 
 from __future__ import annotations
 
-import hashlib
 import math
-import os
 import re
 from collections.abc import Sequence
 
@@ -383,20 +381,3 @@ def to_global(
         )
         for key, value in batch.items()
     }
-
-
-def files_fingerprint(files: list[str]) -> dict[str, object]:
-    """Small, order-sensitive identity of a file list (state stays small with 10k shards): the
-    files' paths below the directory they share, so the same shards reached by another path (a
-    workdir moved or remade on another machine: bert_jax.ablations.units' carried runs) resume."""
-    base = os.path.commonprefix(files).rpartition("/")[0]
-    names = [f[len(base):].lstrip("/") for f in files]
-    digest = hashlib.sha256("\n".join(names).encode()).hexdigest()[:16]
-    return {"count": len(files), "first": names[0], "names_sha256": digest}
-
-
-def files_fingerprint_before_2026_11_30(files: list[str]) -> dict[str, object]:
-    """The identity states saved before 2026-11-30 hold: the full paths (a run resumed in
-    another directory was refused)."""
-    digest = hashlib.sha256("\n".join(files).encode()).hexdigest()[:16]
-    return {"count": len(files), "first": files[0], "sha256": digest}

@@ -10,6 +10,8 @@ after any batch restores to exactly the next batch, prefetched batches included.
 from __future__ import annotations
 
 import functools
+import hashlib
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -65,7 +67,7 @@ class PretrainInput(batches.Reader, grain.DatasetIterator):
             pack_sequences=pack_sequences,
         )  # fmt: skip
         self._fingerprint = {
-            "files": batches.files_fingerprint(self.files),
+            "files": files_fingerprint(self.files),
             "global_batch_size": global_batch_size,
             "process": [self.process_index, self.process_count],
             "seed": seed,
@@ -147,7 +149,7 @@ class PretrainInput(batches.Reader, grain.DatasetIterator):
         if state.get("version") != _STATE_VERSION:
             raise BertJaxError(f"input state version {state.get('version')}, expected 1")
         saved = dict(state["config"])
-        if saved.get("files") == batches.files_fingerprint_before_2026_11_30(self.files):
+        if saved.get("files") == files_fingerprint_before_2026_11_30(self.files):
             saved["files"] = self._fingerprint["files"]  # the same files, saved by full paths
         for key, value in self._fingerprint.items():
             if saved.get(key) != value:
@@ -156,3 +158,20 @@ class PretrainInput(batches.Reader, grain.DatasetIterator):
                     f"{key}={value!r}; exact resume needs the same input settings"
                 )
         self._iterator.set_state(state["grain"])
+
+
+def files_fingerprint(files: list[str]) -> dict[str, object]:
+    """Small, order-sensitive identity of a file list (state stays small with 10k shards): the
+    files' paths below the directory they share, so the same shards reached by another path (a
+    workdir moved or remade on another machine: bert_jax.ablations.units' carried runs) resume."""
+    base = os.path.commonprefix(files).rpartition("/")[0]
+    names = [f[len(base):].lstrip("/") for f in files]
+    digest = hashlib.sha256("\n".join(names).encode()).hexdigest()[:16]
+    return {"count": len(files), "first": names[0], "names_sha256": digest}
+
+
+def files_fingerprint_before_2026_11_30(files: list[str]) -> dict[str, object]:
+    """The identity states saved before 2026-11-30 hold: the full paths (a run resumed in
+    another directory was refused)."""
+    digest = hashlib.sha256("\n".join(files).encode()).hexdigest()[:16]
+    return {"count": len(files), "first": files[0], "sha256": digest}
