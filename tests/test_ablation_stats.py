@@ -275,3 +275,21 @@ def test_aa_grid_script_prints_every_cell(tmp_path):
     cells = json.loads(out.read_text())["cells"]
     assert len(cells) == 4 * 3 * 5 and all(0.0 <= c["welch"] <= 1.0 for c in cells)
 
+
+def test_looks_are_counted_as_chances_of_a_false_verdict():
+    """One A/A table read at a growing series of designs, as a sweep that adds seeds reads it:
+    a repeated design is no new chance, growing ones are, and the level that holds the whole
+    series at 5% is below 5% (aa_test.looks_p_values, experiments/ablations/aa_looks.py)."""
+    assert abs(aa_test.p_value({"diff": 2.0, "low": 0.0, "high": 4.0, "df": 6.0}) - 0.05) < 1e-9
+    assert aa_test.p_value({"diff": 1.0, "low": -math.inf, "high": math.inf, "df": 0.0}) == 1.0
+    same = aa_test.looks_p_values([(3, 3), (3, 3)], 1, 2.6, sims=100, examples=300)
+    np.testing.assert_array_equal(same[:, 0], same[:, 1])
+    grow = aa_test.looks_p_values([(2, 2), (3, 3), (4, 4), (6, 6)], 1, 2.6, sims=600,
+                                  examples=300, seed=1)  # fmt: skip
+    e = aa_test.looks_error(grow)
+    assert e["last_look"] <= 0.05 + 0.027, e  # the last look alone is calibrated
+    assert e["any_look"] > e["last_look"] + 0.01 and e["level_per_look"] < 0.05, e
+    # Against a fixed answer (the best constant) of the arm's own expected score.
+    fixed = aa_test.looks_p_values([(3, 0), (5, 0)], 2, 5.0, sims=400, examples=300, seed=2,
+                                   b_fixed=True)  # fmt: skip
+    assert np.mean(fixed[:, -1] < 0.05) <= 0.05 + 0.033

@@ -10,11 +10,19 @@ each shifting every item's chance by one normal draw of sd `spread` points, and 
 `finetune_seeds` fine-tuning runs shifting it again by sd `finetune_spread`; a run answers each
 item right with its chance. Both arms come from the same distribution, so any verdict is false.
 The grid over spreads and seed counts is experiments/ablations/aa_grid.py.
+
+A sweep that adds seeds until a comparison resolves reads it more than once, and each reading
+is another chance of a false verdict: `looks_p_values` reads one A/A table at a growing series
+of designs (its runs kept from look to look), so the error over all the looks, and the level
+each look needs for that error to stay at 5%, can be measured (experiments/ablations/aa_looks.py).
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+from scipy import stats as scipy_stats
 
 from bert_jax.ablations import interval, stats
 
@@ -23,13 +31,14 @@ METHODS = ("welch", "bootstrap")
 
 def simulate_arm(
     rng: np.random.Generator, chance_N: np.ndarray, pretrain_seeds: int, finetune_seeds: int,
-    spread: float, finetune_spread: float,
+    spread: float, finetune_spread: float, shifts: np.ndarray | None = None,
 ) -> tuple[list[np.ndarray], list[int]]:  # fmt: skip
     """One arm's runs (N x 1 rows of right answers, as stats.example_rows gives accuracy) and
-    each run's pretraining run."""
+    each run's pretraining run. `shifts`: each pretraining run's shift drawn from these points
+    instead of a normal of sd `spread` (a skewed spread, as measured)."""
     runs, groups = [], []
     for g in range(pretrain_seeds):
-        shift = rng.normal(0.0, spread / 100)
+        shift = rng.normal(0.0, spread / 100) if shifts is None else rng.choice(shifts) / 100
         for _ in range(finetune_seeds):
             chance = np.clip(chance_N + shift + rng.normal(0.0, finetune_spread / 100), 0, 1)
             runs.append((rng.random(len(chance_N)) < chance).astype(np.float64)[:, None])
@@ -66,3 +75,58 @@ def false_verdict_rate(
         d = judge(method, a, b, draws)
         wrong += d["low"] > 0 or d["high"] < 0
     return wrong / sims
+
+
+def p_value(d: dict) -> float:
+    """The two-sided p-value of `interval.difference`'s result: the level at which its
+    interval would just reach 0 (1.0 where it is unbounded: one run in an arm)."""
+    if not (math.isfinite(d["low"]) and math.isfinite(d["high"])):
+        return 1.0
+    half = (d["high"] - d["low"]) / 2
+    if half <= 0:
+        return 1.0 if d["diff"] == 0 else 0.0
+    se = half / float(scipy_stats.t.ppf(0.975, d["df"]))
+    return float(2 * scipy_stats.t.sf(abs(d["diff"]) / se, d["df"]))
+
+
+def looks_p_values(
+    looks: list[tuple[int, int]], finetune_seeds: int, spread: float, sims: int,
+    spread_b: float | None = None, shifts_a: np.ndarray | None = None, examples: int = 2000,
+    finetune_spread: float = 1.0, seed: int = 0, b_fixed: bool = False,
+) -> np.ndarray:  # fmt: skip
+    """sims x len(looks) p-values of A/A tables each read at every design of `looks`: look k
+    judges arm A's first looks[k][0] pretraining runs against B's first looks[k][1], the runs
+    of earlier looks kept, as a sweep that adds seeds keeps them. Arm A's pretraining runs
+    shift by a normal of sd `spread` points, or by draws from `shifts_a` (centred here, so the
+    arms' means stay equal); B's by a normal of sd `spread_b` (None: `spread`). `b_fixed`: B
+    is one fixed answer of A's expected score (the best constant), its looks' counts unread."""
+    rng = np.random.default_rng(seed)
+    most_a, most_b = max(a for a, _ in looks), max(b for _, b in looks)
+    centred = None if shifts_a is None else np.asarray(shifts_a, float) - np.mean(shifts_a)
+    p_SxK = np.ones((sims, len(looks)))
+    for s in range(sims):
+        chance_N = rng.beta(4.0, 1.0, size=examples)
+        a = simulate_arm(rng, chance_N, most_a, finetune_seeds, spread, finetune_spread, centred)
+        if b_fixed:
+            b = ([(rng.random(examples) < chance_N).astype(np.float64)[:, None]], None)
+        else:
+            b = simulate_arm(rng, chance_N, most_b, finetune_seeds,
+                             spread if spread_b is None else spread_b, finetune_spread)  # fmt: skip
+        for k, (g_a, g_b) in enumerate(looks):
+            n_a, n_b = g_a * finetune_seeds, (1 if b_fixed else g_b * finetune_seeds)
+            d = interval.difference(a[0][:n_a], b[0][:n_b], "sst2", groups_a=a[1][:n_a],
+                                    groups_b=None if b_fixed else b[1][:n_b])  # fmt: skip
+            p_SxK[s, k] = p_value(d)
+    return p_SxK
+
+
+def looks_error(p_SxK: np.ndarray, alpha: float = 0.05) -> dict:
+    """What `looks_p_values` says: the false-verdict rate at the last look alone, at any look
+    (reading every look at `alpha`), and the level each look must be read at for the rate
+    over all of them to be `alpha` (a constant level, as Pocock's)."""
+    first_p_S = p_SxK.min(axis=1)
+    return {
+        "last_look": float(np.mean(p_SxK[:, -1] < alpha)),
+        "any_look": float(np.mean(first_p_S < alpha)),
+        "level_per_look": float(np.quantile(first_p_S, alpha)),
+    }

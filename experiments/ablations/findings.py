@@ -9,6 +9,11 @@ two FINDINGS markers; nothing there is written by hand.
     python experiments/ablations/findings.py           # rewrites the README's table
     python experiments/ablations/findings.py --check   # exits 1 when the README's is stale
 
+A claim read at several designs as its sweep added seeds (each a chance of a false verdict)
+has its verdict over those looks beside the one-reading verdict, from the newest
+`results/aa_looks_*.json` that names its report and claim (experiments/ablations/aa_looks.py);
+one whose last look is not the report's design is refused as stale, naming the file.
+
 Takes a second; run it after committing a new report (the suite checks the README is current).
 """
 
@@ -78,17 +83,43 @@ def _newest_claims(reports: list[tuple[pathlib.Path, dict]]) -> dict[tuple, path
     return {key: stamp[2] for key, stamp in newest.items()}
 
 
+def looks_by_claim(results: pathlib.Path) -> dict[tuple[str, str], tuple[pathlib.Path, dict]]:
+    """(report file name, claim) -> the newest aa_looks result judging it over its looks."""
+    out = {}
+    for path in sorted(results.glob("aa_looks_*.json"), key=lambda p: _DATED.match(p.name)["date"]):
+        doc = json.loads(path.read_text())
+        out[(doc["report"], doc["claim"])] = (path, doc)
+    return out
+
+
+def _over_looks(claim: dict, path: pathlib.Path, doc: dict) -> str:
+    """The verdict over the looks, refused when the claim has moved past the last look."""
+    last = doc["observed"][-1]
+    if [round(v, 6) for v in claim["interval"]] != [round(last["low"], 6), round(last["high"], 6)]:
+        raise SystemExit(
+            f"{path}: its last look {last['look']} is not the report's design now (interval "
+            f"{claim['interval']}): run experiments/ablations/aa_looks.py again with the new "
+            "design added to --looks"
+        )
+    return (f"; over the {len(doc['looks'])} designs read as seeds were added, "
+            f"{doc['verdict_over_looks']} (p {last['p']:.3f}, each look needing "
+            f"p < {doc['level_per_look']:.4f}: [A/A](results/{path.name}))")  # fmt: skip
+
+
 def rows(results: pathlib.Path) -> list[str]:
     lines = ["| report | claim | measured | verdict | interval | made by |",
              "|---|---|---|---|---|---|"]  # fmt: skip
     reports = [(path, json.loads(path.read_text())) for path in newest_reports(results)]
     shown_from = _newest_claims(reports)
+    looks = looks_by_claim(results)
     for path, doc in reports:
         method, made = _method(doc), _made(doc)
         for claim in doc["claims"]:
             if shown_from[(doc["table"], doc["scale"], claim_key(claim["claim"]))] != path:
                 continue
             verdict = claim.get("verdict") or ("holds" if claim["holds"] else "does not hold")
+            if read_over := looks.get((path.name, claim["claim"])):
+                verdict += " at one reading" + _over_looks(claim, *read_over)
             detail = claim["detail"].replace("|", "/")
             lines.append(f"| [{path.stem}](results/{path.name}) | {claim['claim']} | {detail} | "
                          f"{verdict} | {method} | {made} |")  # fmt: skip
