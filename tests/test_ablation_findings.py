@@ -113,23 +113,24 @@ def test_a_claim_read_at_several_designs_shows_its_verdict_over_them(tmp_path):
     claim = "MLM (No NSP) beats LTR & No NSP on conll"
     out = results / "aa_looks_test_2026-11-30.json"
 
-    def looks(designs: str) -> subprocess.CompletedProcess:
+    def looks(*designs: str) -> subprocess.CompletedProcess:
         return subprocess.run(
             [sys.executable, str(ROOT / "aa_looks.py"), "--report", str(report_path), "--claim",
-             claim, "--a", "No NSP", "--b", "LTR & No NSP", "--task", "conll", "--looks",
-             designs, "--sims", "20", "--examples", "200", "--out", str(out)],
+             claim, "--a", "No NSP", "--b", "LTR & No NSP", "--task", "conll", *designs,
+             "--sims", "20", "--examples", "200", "--out", str(out)],
             capture_output=True, text=True, timeout=300)  # fmt: skip
 
-    short = looks("2/2,3/3")
+    short = looks("--looks", "2/2,3/3")
     assert short.returncode != 0 and "is not the last look's" in short.stderr, short.stderr
-    done = looks("2/2,3/3,8/5")
+    done = looks("--looks", "2/2,3/3,8/5", "--planned", "10/5")
     assert done.returncode == 0, done.stderr[-2000:]
     for look in ("3:3  +8.44 [-9.74, +26.63]", "8:5  +4.74 [+0.10, +9.39]"):
         assert look in done.stdout, done.stdout
     doc = json.loads(out.read_text())
     row = next(line for line in findings.rows(results) if f"| {claim} |" in line)
-    assert f"| holds at one reading; over the 3 designs read as seeds were added, " \
-           f"{doc['verdict_over_looks']} (p 0.046" in row, row  # fmt: skip
+    said = ("| holds at one reading; over the 3 designs read as seeds were added and 1 planned, "
+            f"{doc['verdict_over_looks']} (p 0.046")
+    assert said in row, row
     moved = json.loads(report_path.read_text())
     next(c for c in moved["claims"] if c["claim"] == claim)["interval"] = [0.5, 9.0]
     report_path.write_text(json.dumps(moved))

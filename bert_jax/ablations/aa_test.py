@@ -100,17 +100,19 @@ def looks_p_values(
     shift by a normal of sd `spread` points, or by draws from `shifts_a` (centred here, so the
     arms' means stay equal); B's by a normal of sd `spread_b` (None: `spread`). `b_fixed`: B
     is one fixed answer of A's expected score (the best constant), its looks' counts unread."""
-    rng = np.random.default_rng(seed)
     most_a, most_b = max(a for a, _ in looks), max(b for _, b in looks)
     centred = None if shifts_a is None else np.asarray(shifts_a, float) - np.mean(shifts_a)
     p_SxK = np.ones((sims, len(looks)))
     for s in range(sims):
+        # One stream per table and arm, drawn run by run: a table's first runs are the same
+        # whatever the series' last design, so a longer series only adds looks to each table.
+        rng, rng_a, rng_b = (np.random.default_rng([seed, s, k]) for k in range(3))
         chance_N = rng.beta(4.0, 1.0, size=examples)
-        a = simulate_arm(rng, chance_N, most_a, finetune_seeds, spread, finetune_spread, centred)
+        a = simulate_arm(rng_a, chance_N, most_a, finetune_seeds, spread, finetune_spread, centred)
         if b_fixed:
-            b = ([(rng.random(examples) < chance_N).astype(np.float64)[:, None]], None)
+            b = ([(rng_b.random(examples) < chance_N).astype(np.float64)[:, None]], None)
         else:
-            b = simulate_arm(rng, chance_N, most_b, finetune_seeds,
+            b = simulate_arm(rng_b, chance_N, most_b, finetune_seeds,
                              spread if spread_b is None else spread_b, finetune_spread)  # fmt: skip
         for k, (g_a, g_b) in enumerate(looks):
             n_a, n_b = g_a * finetune_seeds, (1 if b_fixed else g_b * finetune_seeds)

@@ -3,8 +3,9 @@ the looks a sweep took (bert_jax.ablations.aa_test.looks_p_values).
 
     python experiments/ablations/aa_looks.py \\
         --report experiments/ablations/results/table5_cpu_2026-11-30_units_conll.json \\
-        --a "No NSP" --b "LTR & No NSP" --task conll --looks 2/2,3/3,5/3,6/3,7/3,8/3,8/5 \\
-        --out experiments/ablations/results/aa_looks.json
+        --claim "MLM (No NSP) beats LTR & No NSP on conll" --a "No NSP" --b "LTR & No NSP" \\
+        --task conll --looks 2/2,3/3,5/3,6/3,7/3,8/3,8/5 --planned 10/5,12/5 \\
+        --out experiments/ablations/results/aa_looks_table5_conll_mlm_ltr_DATE.json
 
 A sweep that adds pretraining seeds until a comparison resolves reads the comparison once per
 design, and each reading is a chance of a false verdict, so a 95% interval read at its seventh
@@ -14,9 +15,13 @@ look no longer errs 5%. For the report's two arms this prints:
 - for A/A tables read at the same looks (2000 dev examples, the report's fine-tuning seeds per
   run; A's pretraining runs spread as measured, once as a normal of A's measured sd and once
   drawn from A's own centred run means, keeping their skew; B's a normal of its measured sd):
-  the false-verdict rate at the last look alone, at any look read at 5%, and the level each
+  the false-verdict rate at the series' last look alone, at any look read at 5%, and the level each
   look must be read at (constant, as Pocock's) to hold the rate over all of them at 5%;
 - the verdict at the last look read at the stricter of the two levels.
+The level holds the error at 5% only over a series of looks fixed before the data decide when
+to stop, so `--planned` names the designs still to be read (simulated with the rest, not
+observed): a series that grows each time a look fails to resolve would err more than 5%.
+`--b "best constant"` and `--looks 2,3,...` judge an arm against the task's best constant.
 About 60 ms an A/A table of 7 looks on one core: 2000 tables of each model in about 4 minutes.
 """
 
@@ -70,11 +75,13 @@ def main() -> None:
     parser.add_argument("--b", required=True, help=f"arm B, or '{stats.BEST_CONSTANT}'")
     parser.add_argument("--task", required=True)
     parser.add_argument("--looks", required=True, help="A/B,A/B,...: the designs read, in order")
+    parser.add_argument("--planned", default="", help="A/B,...: the designs still to be read")
     parser.add_argument("--sims", type=int, default=2000, help="A/A tables per spread model")
     parser.add_argument("--examples", type=int, default=2000)
     parser.add_argument("--out", default="")
     args = parser.parse_args()
     looks, fixed = parse_looks(args.looks), args.b == stats.BEST_CONSTANT
+    planned = parse_looks(args.planned) if args.planned else []
     doc = json.loads(epath.Path(args.report).read_text())
     claim = next((c for c in doc["claims"] if c["claim"] == args.claim), None)
     if claim is None:
@@ -111,8 +118,8 @@ def main() -> None:
     simulated = {}
     for name, shifts in {"normal": None, "drawn from A's run means": means_a}.items():
         start = time.time()
-        p_SxK = aa_test.looks_p_values(looks, finetune_seeds, sd_a, args.sims, spread_b=sd_b,
-                                       shifts_a=shifts, examples=args.examples,
+        p_SxK = aa_test.looks_p_values(looks + planned, finetune_seeds, sd_a, args.sims,
+                                       spread_b=sd_b, shifts_a=shifts, examples=args.examples,
                                        b_fixed=fixed)  # fmt: skip
         simulated[name] = aa_test.looks_error(p_SxK)
         print(f"A/A, A's runs {name} (sd {sd_a:.2f}), B's {'fixed' if fixed else 'normal'} "
@@ -123,11 +130,12 @@ def main() -> None:
     verdict = ("unresolved" if last["p"] >= level else
                "holds" if last["diff"] > 0 else "reversed")  # fmt: skip
     print(f"last look {last_a}:{last_b}: p {last['p']:.4f} against the level per look "
-          f"{level:.4f} over {len(looks)} looks: {verdict}")  # fmt: skip
+          f"{level:.4f} over {len(looks)} looks and {len(planned)} planned: {verdict}")  # fmt: skip
     if args.out:
         out = {"commit": _commit(), "date": time.strftime("%Y-%m-%d"),
                "report": epath.Path(args.report).name, "claim": args.claim, "a": args.a,
                "b": args.b, "task": args.task, "looks": [list(k) for k in looks],
+               "planned": [list(k) for k in planned],
                "sims": args.sims, "examples": args.examples, "finetune_seeds": finetune_seeds,
                "spreads": [sd_a, sd_b], "observed": observed, "simulated": simulated,
                "level_per_look": level, "verdict_over_looks": verdict}  # fmt: skip

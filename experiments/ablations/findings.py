@@ -101,7 +101,8 @@ def _over_looks(claim: dict, path: pathlib.Path, doc: dict) -> str:
             f"{claim['interval']}): run experiments/ablations/aa_looks.py again with the new "
             "design added to --looks"
         )
-    return (f"; over the {len(doc['looks'])} designs read as seeds were added, "
+    planned = f" and {len(doc['planned'])} planned" if doc.get("planned") else ""
+    return (f"; over the {len(doc['looks'])} designs read as seeds were added{planned}, "
             f"{doc['verdict_over_looks']} (p {last['p']:.3f}, each look needing "
             f"p < {doc['level_per_look']:.4f}: [A/A](results/{path.name}))")  # fmt: skip
 
