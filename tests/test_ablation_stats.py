@@ -293,6 +293,8 @@ def test_looks_are_counted_as_chances_of_a_false_verdict():
     e = aa_test.looks_error(grow)
     assert e["last_look"] <= 0.05 + 0.027, e  # the last look alone is calibrated
     assert e["any_look"] > e["last_look"] + 0.01 and e["level_per_look"] < 0.05, e
+    low, high = e["level_per_look_mc"]
+    assert low < e["level_per_look"] < high < 0.05, e  # its Monte Carlo interval
     # Against a fixed answer (the best constant) of the arm's own expected score.
     fixed = aa_test.looks_p_values([(3, 0), (5, 0)], 2, 5.0, sims=400, examples=300, seed=2,
                                    b_fixed=True)  # fmt: skip

@@ -122,13 +122,18 @@ def looks_p_values(
     return p_SxK
 
 
-def looks_error(p_SxK: np.ndarray, alpha: float = 0.05) -> dict:
+def looks_error(p_SxK: np.ndarray, alpha: float = 0.05, draws: int = 1000) -> dict:
     """What `looks_p_values` says: the false-verdict rate at the last look alone, at any look
-    (reading every look at `alpha`), and the level each look must be read at for the rate
-    over all of them to be `alpha` (a constant level, as Pocock's)."""
+    (reading every look at `alpha`), the level each look must be read at for the rate over
+    all of them to be `alpha` (a constant level, as Pocock's), and that level's 95% Monte
+    Carlo interval (the tables resampled `draws` times): a p-value inside it is on the line."""
     first_p_S = p_SxK.min(axis=1)
+    rng = np.random.default_rng(0)
+    resampled = rng.choice(first_p_S, size=(draws, len(first_p_S)))
+    levels = np.quantile(resampled, alpha, axis=1)
     return {
         "last_look": float(np.mean(p_SxK[:, -1] < alpha)),
         "any_look": float(np.mean(first_p_S < alpha)),
         "level_per_look": float(np.quantile(first_p_S, alpha)),
+        "level_per_look_mc": [float(np.quantile(levels, 0.025)), float(np.quantile(levels, 0.975))],
     }

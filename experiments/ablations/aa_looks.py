@@ -17,7 +17,9 @@ look no longer errs 5%. For the report's two arms this prints:
   drawn from A's own centred run means, keeping their skew; B's a normal of its measured sd):
   the false-verdict rate at the series' last look alone, at any look read at 5%, and the level each
   look must be read at (constant, as Pocock's) to hold the rate over all of them at 5%;
-- the verdict at the last look read at the stricter of the two levels.
+- the verdict at the last look read at the stricter of the two levels: "holds" (or
+  "reversed") below that level's 95% Monte Carlo interval, "unresolved" above it, "on the
+  line" inside it (more A/A tables would narrow it).
 The level holds the error at 5% only over a series of looks fixed before the data decide when
 to stop, so `--planned` names the designs still to be read (simulated with the rest, not
 observed): a series that grows each time a look fails to resolve would err more than 5%.
@@ -125,12 +127,16 @@ def main() -> None:
         print(f"A/A, A's runs {name} (sd {sd_a:.2f}), B's {'fixed' if fixed else 'normal'} "
               f"(sd {sd_b:.2f}): {simulated[name]} ({time.time() - start:.0f} s)",
               flush=True)  # fmt: skip
-    level = min(s["level_per_look"] for s in simulated.values())
+    stricter = min(simulated.values(), key=lambda s: s["level_per_look"])
+    level, (level_low, level_high) = stricter["level_per_look"], stricter["level_per_look_mc"]
     last = observed[-1]
-    verdict = ("unresolved" if last["p"] >= level else
+    # Called only clear of the level's Monte Carlo interval; inside it, on the line.
+    verdict = ("on the line" if level_low <= last["p"] <= level_high else
+               "unresolved" if last["p"] > level_high else
                "holds" if last["diff"] > 0 else "reversed")  # fmt: skip
     print(f"last look {last_a}:{last_b}: p {last['p']:.4f} against the level per look "
-          f"{level:.4f} over {len(looks)} looks and {len(planned)} planned: {verdict}")  # fmt: skip
+          f"{level:.4f} [{level_low:.4f}, {level_high:.4f}] over {len(looks)} looks and "
+          f"{len(planned)} planned: {verdict}")  # fmt: skip
     if args.out:
         out = {"commit": _commit(), "date": time.strftime("%Y-%m-%d"),
                "report": epath.Path(args.report).name, "claim": args.claim, "a": args.a,
@@ -138,7 +144,8 @@ def main() -> None:
                "planned": [list(k) for k in planned],
                "sims": args.sims, "examples": args.examples, "finetune_seeds": finetune_seeds,
                "spreads": [sd_a, sd_b], "observed": observed, "simulated": simulated,
-               "level_per_look": level, "verdict_over_looks": verdict}  # fmt: skip
+               "level_per_look": level, "level_per_look_mc": [level_low, level_high],
+               "verdict_over_looks": verdict}  # fmt: skip
         epath.Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
 
 
