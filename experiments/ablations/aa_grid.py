@@ -21,25 +21,16 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import subprocess
 import time
 
 from bert_jax.ablations.aa_test import false_verdict_rate
+from bert_jax.ablations.provenance import commit
 
 SPREADS = (0.0, 1.3, 2.6, 5.2, 10.0)  # points of score between pretraining runs (sd)
 PRETRAIN_SEEDS = (2, 3, 4, 6)
 FINETUNE_SEEDS = (1, 2, 3)
 UNEQUAL_SEEDS = ((6, 3), (8, 3), (2, 6), (3, 6), (3, 3), (6, 6))  # arm A's pretraining runs, B's
 UNEQUAL_SPREADS = ((0.0, 0.0), (2.6, 2.6), (5.2, 5.2), (10.0, 10.0), (6.3, 0.8), (0.8, 6.3))
-
-
-def _commit() -> str:
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, check=True)  # fmt: skip
-        return out.stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def main() -> None:
@@ -99,7 +90,7 @@ def _unequal(args: argparse.Namespace) -> None:
 
 
 def _write(path: str, doc: dict) -> None:
-    doc = {"commit": _commit(), "date": time.strftime("%Y-%m-%d"), **doc}
+    doc = {"commit": commit(), "date": time.strftime("%Y-%m-%d"), **doc}
     with open(path, "w") as f:
         json.dump(doc, f, indent=1)
         f.write("\n")

@@ -31,13 +31,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import time
 
 import numpy as np
 from etils import epath
 
-from bert_jax.ablations import aa_test, interval, stats
+from bert_jax.ablations import aa_test, interval, provenance, stats
 from bert_jax.ablations.evidence import Evidence, rows_path
 
 
@@ -101,8 +100,8 @@ def main() -> None:
                          f"{', '.join(evidence.examples)})") from None  # fmt: skip
     observed = []
     for g_a, g_b in looks:
-        ra, ga = first_seeds(runs_a, groups_a, g_a)
-        rb, gb = (runs_b, None) if fixed else first_seeds(runs_b, groups_b, g_b)
+        (ra, ga), (rb, gb) = (first_seeds(runs_a, groups_a, g_a),
+                              (runs_b, None) if fixed else first_seeds(runs_b, groups_b, g_b))
         d = interval.difference(ra, rb, args.task, groups_a=ga, groups_b=gb)
         observed.append({"look": [g_a, g_b], "diff": d["diff"], "low": d["low"],
                          "high": d["high"], "df": d["df"], "p": aa_test.p_value(d)})  # fmt: skip
@@ -112,10 +111,9 @@ def main() -> None:
         raise SystemExit(f"{args.report}: the claim's interval {claim['interval']} is not the last "
                          f"look's: give --looks up to the report's design")  # fmt: skip
     last_a, last_b = looks[-1]
-    means_a = unit_means(*first_seeds(runs_a, groups_a, last_a), args.task)
+    means_a = unit_means(ra, ga, args.task)  # the last look's runs, from the loop above
     sd_a = float(np.std(means_a, ddof=1))
-    sd_b = 0.0 if fixed else float(np.std(unit_means(*first_seeds(runs_b, groups_b, last_b),
-                                                     args.task), ddof=1))  # fmt: skip
+    sd_b = 0.0 if fixed else float(np.std(unit_means(rb, gb, args.task), ddof=1))
     finetune_seeds = round(len(runs_a) / len(set(groups_a)))
     simulated = {}
     for name, shifts in {"normal": None, "drawn from A's run means": means_a}.items():
@@ -138,7 +136,7 @@ def main() -> None:
           f"{level:.4f} [{level_low:.4f}, {level_high:.4f}] over {len(looks)} looks and "
           f"{len(planned)} planned: {verdict}")  # fmt: skip
     if args.out:
-        out = {"commit": _commit(), "date": time.strftime("%Y-%m-%d"),
+        out = {"commit": provenance.commit(), "date": time.strftime("%Y-%m-%d"),
                "report": epath.Path(args.report).name, "claim": args.claim, "a": args.a,
                "b": args.b, "task": args.task, "looks": [list(k) for k in looks],
                "planned": [list(k) for k in planned],
@@ -147,15 +145,6 @@ def main() -> None:
                "level_per_look": level, "level_per_look_mc": [level_low, level_high],
                "verdict_over_looks": verdict}  # fmt: skip
         epath.Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
-
-
-def _commit() -> str:
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, check=True)  # fmt: skip
-        return out.stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 if __name__ == "__main__":

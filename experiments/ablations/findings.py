@@ -101,15 +101,12 @@ def _over_looks(claim: dict, path: pathlib.Path, doc: dict) -> str:
             f"{claim['interval']}): run experiments/ablations/aa_looks.py again with the new "
             "design added to --looks"
         )
-    planned = f" and {len(doc['planned'])} planned" if doc.get("planned") else ""
+    planned = f" and {len(doc['planned'])} planned" if doc["planned"] else ""
+    low, high = doc["level_per_look_mc"]
     return (f"; over the {len(doc['looks'])} designs read as seeds were added{planned}, "
             f"{doc['verdict_over_looks']} (p {last['p']:.3f}, each look needing "
-            f"p < {doc['level_per_look']:.4f}{_mc(doc)}: [A/A](results/{path.name}))")  # fmt: skip
-
-
-def _mc(doc: dict) -> str:
-    low_high = doc.get("level_per_look_mc")
-    return f" [{low_high[0]:.4f}, {low_high[1]:.4f}]" if low_high else ""
+            f"p < {doc['level_per_look']:.4f} [{low:.4f}, {high:.4f}]: "
+            f"[A/A](results/{path.name}))")  # fmt: skip
 
 
 def rows(results: pathlib.Path) -> list[str]:
