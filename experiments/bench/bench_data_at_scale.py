@@ -239,12 +239,6 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def git_commit() -> str:
-    res = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                         text=True, cwd=REPO)  # fmt: skip
-    return res.stdout.strip() or "unknown"
-
-
 def _affinity(pid: str) -> str:
     try:
         with open(f"/proc/{pid}/status") as f:
@@ -375,8 +369,10 @@ def main(argv: list[str] | None = None) -> None:
     if argv is None and len(sys.argv) > 2 and sys.argv[1] == "--_child":
         return _child(sys.argv[2])
     args = parse_args(argv)
+    from bert_jax.ablations import provenance  # the commit, "+dirty" when the checkout differs
+
     meta = {
-        "date": datetime.date.today().isoformat(), "commit": git_commit(),
+        "date": datetime.date.today().isoformat(), "commit": provenance.commit(),
         "cores": os.cpu_count(), "machine": platform.machine(),
         "python": platform.python_version(), "recipe": host_recipe(), "workers": args.workers,
         "num_shards": args.num_shards, "runners": args.runner_list, "sizes_mb": args.sizes,
