@@ -100,8 +100,8 @@ def main() -> None:
                          f"{', '.join(evidence.examples)})") from None  # fmt: skip
     observed = []
     for g_a, g_b in looks:
-        (ra, ga), (rb, gb) = (first_seeds(runs_a, groups_a, g_a),
-                              (runs_b, None) if fixed else first_seeds(runs_b, groups_b, g_b))
+        ra, ga = first_seeds(runs_a, groups_a, g_a)
+        rb, gb = (runs_b, None) if fixed else first_seeds(runs_b, groups_b, g_b)
         d = interval.difference(ra, rb, args.task, groups_a=ga, groups_b=gb)
         observed.append({"look": [g_a, g_b], "diff": d["diff"], "low": d["low"],
                          "high": d["high"], "df": d["df"], "p": aa_test.p_value(d)})  # fmt: skip

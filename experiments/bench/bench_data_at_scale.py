@@ -369,7 +369,8 @@ def main(argv: list[str] | None = None) -> None:
     if argv is None and len(sys.argv) > 2 and sys.argv[1] == "--_child":
         return _child(sys.argv[2])
     args = parse_args(argv)
-    from bert_jax.ablations import provenance  # the commit, "+dirty" when the checkout differs
+    # Not at the top: each stage runs this file as a child, and its peak RSS is measured.
+    from bert_jax.ablations import provenance
 
     meta = {
         "date": datetime.date.today().isoformat(), "commit": provenance.commit(),
