@@ -320,6 +320,28 @@ def _units_assemble_the_same_table(tmp_path: pathlib.Path, scale, doc5: dict) ->
         ablate("5", scale, str(other), units_dir=str(partial), units=(("MLM", 0),))
     with pytest.raises(BertJaxError, match="give --pretrain_seeds 3 or more"):
         ablate("5", scale, str(other), units_dir=str(partial), units=(("No NSP", 2),))
+    # A unit made before units kept its held-out pair rows (NSP/SOP's "none"): its finished
+    # pretraining is not enough; the plan names the rows, the assembly leaves the run out, and
+    # scoring it where its checkpoint is not is refused by name.
+    older = tmp_path / "older"
+    shutil.copytree(units, older)
+    for rows in (older / "quick" / no_nsp).rglob("pair_rows_*.json"):
+        rows.unlink()
+    messages.clear()
+    plan("nsp_sop", scale, str(tmp_path / "older_plan"), units_dir=str(older),
+         progress=messages.append)  # fmt: skip
+    (said,) = [m for m in messages if m.startswith("  none:0 ")]
+    assert "to do: its checkpoint's nsp, sop rows" in said and "checkpoint not here" in said
+    nsp_sop = ablate("nsp_sop", scale, str(tmp_path / "older_asm"), units_dir=str(older),
+                     assemble=True, progress=messages.append)  # fmt: skip
+    assert nsp_sop["assembled_from_units"]["incomplete"] == {"none": [0]}
+    assert "none" not in nsp_sop["arms"] and set(nsp_sop["arms"]) == {"NSP", "SOP"}
+    from bert_jax.ablations import checks
+    from bert_jax.ablations.harness import Harness
+
+    bare = Harness(str(tmp_path / "older_asm"), scale, progress=print)
+    with pytest.raises(BertJaxError, match="pair_rows_nsp.json is not there and needs the run's"):
+        checks.pair_rows(bare, tables.get("nsp_sop").arms(scale)[0], "nsp")
     # Units made from other pretraining text are refused by name.
     (partial / "quick" / no_nsp / "manifest.json").write_text(
         json.dumps({**manifest, "text_sha256": "0" * 64}))  # fmt: skip

@@ -20,11 +20,13 @@ from etils import epath
 
 from bert_jax import objectives
 from bert_jax.ablations import stats
+from bert_jax.ablations.layout import last_checkpoint
 from bert_jax.ablations.tables import Arm, Pretrain
 from bert_jax.arch import registry
 from bert_jax.arch.bert.pretrained import graft_encoder
 from bert_jax.atomic_write import write_json_atomic
 from bert_jax.checkpoint import restore_params
+from bert_jax.errors import BertJaxError
 from bert_jax.pretraining.task import bert_config_from, pretraining_task
 from bert_jax.train import build_trainer, make_mesh
 
@@ -39,8 +41,11 @@ PAIR_TASKS = ("nsp", "sop")
 
 def intrinsic(h: Harness, arm: Arm, task: str) -> float:
     """`mlm_ppl`: exp of the held-out masked-LM loss; `nsp` / `sop`: accuracy x 100 of the
-    model's own sentence head on held-out NSP / SOP pairs (`pair_rows`)."""
+    model's own sentence head on held-out NSP / SOP pairs (`pair_rows`). Either's rows are
+    made here, while the checkpoint is at hand: they are what makes the job finished
+    (`rows_file`)."""
     if task == "mlm_ppl":
+        masked_lm_loss_rows(h, arm.pretrain)
         final = json.loads((h.pretrain(arm.pretrain) / "done.json").read_text())
         return math.exp(final["eval_masked_lm_loss"])
     return 100.0 * float(pair_rows(h, arm, task).mean())
@@ -60,6 +65,23 @@ def pair_rows(h: Harness, arm: Arm, task: str) -> np.ndarray:
 LOSS_ROWS = "mlm_loss_rows.npz"
 
 
+def rows_file(run_dir: epath.Path, task: str) -> epath.Path:
+    """Where a finished pretraining run keeps an intrinsic task's rows: a unit carries these,
+    not the checkpoint they are made from, so without them the task cannot be scored."""
+    return run_dir / (LOSS_ROWS if task == "mlm_ppl" else f"pair_rows_{task}.json")
+
+
+def _require_checkpoint(run_dir: epath.Path, made: str) -> None:
+    """Refuses, by name, rows that need a checkpoint this workdir lacks (a unit brought in
+    from another machine holds its rows but no checkpoint)."""
+    if not last_checkpoint(run_dir):
+        raise BertJaxError(
+            f"{run_dir}: {made} is not there and needs the run's checkpoint, which this "
+            "workdir lacks (a unit made before it carried them, or brought in from another "
+            "machine): make it where the run was pretrained, or pretrain the run again"
+        )
+
+
 def masked_lm_loss_rows(h: Harness, run: Pretrain) -> np.ndarray:
     """N x 2: [masked-LM loss summed over the sequence's predictions, its predictions] of each
     real held-out sequence that the run's own evaluation reads (the first `max_eval_steps`
@@ -71,6 +93,7 @@ def masked_lm_loss_rows(h: Harness, run: Pretrain) -> np.ndarray:
     wd = h.pretrain(run)
 
     def compute() -> np.ndarray:
+        _require_checkpoint(wd, LOSS_ROWS)
         task, trainer = _one_device_trainer(h, run)
         ckpt = Checkpointer(wd / "checkpoints", read_only=True, async_save=False)
         try:
@@ -101,8 +124,9 @@ def _one_device_trainer(h: Harness, run: Pretrain) -> tuple[Any, Any]:
 def _scored_pairs(h: Harness, arm: Arm, task: str) -> epath.Path:
     """pair_rows_<task>.json of the arm's run ({"labels", "correct"}), made on first use."""
     wd = h.pretrain(arm.pretrain)
-    cached = wd / f"pair_rows_{task}.json"
+    cached = rows_file(wd, task)
     if not cached.exists():
+        _require_checkpoint(wd, cached.name)
         objective = {"nsp": "mlm_nsp", "sop": "mlm_sop"}[task]
         cfg = h.pretrain_config(dataclasses.replace(arm.pretrain, objective=objective))
         bert_config, params = restore_params(str(wd))

@@ -266,7 +266,12 @@ class Harness(Workdir):
             yield run_time.Ref(part, run_kind(run), run, True)
 
     def finished(self, arm: Arm, task: str, seed: int) -> bool:
-        """Whether every run the job uses has finished; nothing is run or chosen."""
+        """Whether every run the job uses has finished, and an intrinsic job's rows are made
+        (checks.rows_file: a unit keeps them, not its checkpoint); nothing is run or chosen."""
+        if task in INTRINSIC and not arm.pretrain.checkpoint:
+            run = self.root / "pretrain" / arm.pretrain.key
+            if not checks.rows_file(run, task).exists():
+                return False
         return all(r.done for r in self.job_runs(arm, task, seed))
 
     def finetune(self, arm: Arm, task: str, seed: int) -> float:

@@ -316,9 +316,9 @@ def ablate(
     for task in [t for a in arms for t in a.tasks if t.endswith("_feature")]:
         baselines[task] = baselines[task.removesuffix("_feature")]
         constants[task] = constants[task.removesuffix("_feature")]
-    # The held-out pairs are every arm's: one arm's labels give the pair tasks' constant (the
-    # "none" arm's fresh head is chance, but which label it favours is a coin flip per seed).
-    for task, arm in {t: a for a in arms for t in a.tasks if t in PAIR_TASKS}.items():
+    # The held-out pairs are every arm's: one scored run's labels give the pair tasks' constant
+    # (the "none" arm's fresh head is chance, but which label it favours is a coin flip per seed).
+    for task, arm in {t: a for a, t, _ in jobs if t in PAIR_TASKS}.items():
         baselines[task], constants[task] = harness.pair_constant(arm, task)
     budget = None  # a table of intrinsic tasks only fine-tunes nothing
     if kinds:

@@ -150,14 +150,24 @@ def plan(
     units = [(key, list(dict.fromkeys(names)), [r for job in js for r in harness.job_runs(*job)])
              for key, (names, js) in by_unit.items()]  # fmt: skip
     out = run_time.per_unit(units, finished)
-    todo = [u for u in out if any(o["runs"] for o in u["left"].values())]
+    for u in out:  # a finished run's held-out rows that its unit lacks (checks.rows_file)
+        pretrained = (harness.root / "pretrain" / u["unit"] / "done.json").exists()
+        u["rows_left"] = sorted({task for arm, task, seed in by_unit[u["unit"]][1]
+                                 if pretrained and task in tables.INTRINSIC
+                                 and not harness.finished(arm, task, seed)})  # fmt: skip
+    todo = [u for u in out if u["rows_left"] or any(o["runs"] for o in u["left"].values())]
     whole = run_time.remaining([*(r for _, _, refs in units for r in refs), *finished])
     said = run_time.describe(whole) or "nothing to do"
+    if lacking := sum(1 for u in out if u["rows_left"]):
+        said += f"; and {lacking} finished runs' held-out rows, each from its checkpoint"
     progress(f"table {table} ({scale.name} scale): {len(out)} units, "
              f"{len(out) - len(todo)} finished, {len(todo)} to run; {said}")  # fmt: skip
     for u in out:
         said = run_time.describe(u["left"])
         state = "finished" if said is None else said.split("; about")[0]
+        if u["rows_left"]:
+            said = state = (f"to do: its checkpoint's {', '.join(u['rows_left'])} rows "
+                            "(minutes)")  # fmt: skip
         run = harness.root / "pretrain" / u["unit"]
         if said and (run / "done.json").exists() and not last_checkpoint(run):
             state += (" (pretrained elsewhere, its checkpoint not here: run it where it was "
