@@ -287,6 +287,8 @@ def _units_assemble_the_same_table(tmp_path: pathlib.Path, scale, doc5: dict) ->
     assert ablate("5", scale, str(other), progress=messages.append, units_dir=str(partial),
                   units=units_arg) is None  # fmt: skip
     assert not (other / "5.json").exists()
+    (said,) = [m for m in messages if m.startswith("units No NSP:0 finished; ")]
+    assert int(said.split("; ")[1].split()[0]) > 10, said  # its runs' files, kept as each ended
     # The unit run for Table 5 alone holds what the other tables made on its checkpoints when
     # they ran in full (Figure 5's points, Table 6's held-out loss, NSP/SOP's pair rows).
     def files(root: pathlib.Path) -> set[str]:

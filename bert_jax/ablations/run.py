@@ -281,18 +281,19 @@ def ablate(
     start = time.time()
     # --assemble reads the units and never writes to them (a cache made here stays here).
     keeps = store is not None and not assemble
+    added: list[int] = []  # files each finished job's keep copied out
     kept = None if not keeps else (
-        lambda arm, task, seed: keep(store, harness, [(arm, task, seed)]))  # fmt: skip
+        lambda arm, task, seed: added.append(keep(store, harness, [(arm, task, seed)])))
     if units:
         try:
             done = _run_units(jobs, siblings, harness, table, tasks, progress, kept)
         except BaseException:  # SIGTERM at a stop's end, Ctrl-C, a fault: carry what is made
             _carry(store, harness, [*jobs, *(job for _, job in siblings)], progress)
             raise
-        added = keep(store, harness, done)
+        added.append(keep(store, harness, done))
         store.drop_carried(arm.pretrain for arm, _, _ in jobs)
         progress(f"units {units_text} finished; "
-                 f"{added} files kept in {store.root} ({time.time() - start:.0f}s)")
+                 f"{sum(added)} files kept in {store.root} ({time.time() - start:.0f}s)")
         return None
     values = _run_jobs(jobs, harness, table, tasks, progress, kept)
     scores: dict[str, dict[str, list[float]]] = {}
