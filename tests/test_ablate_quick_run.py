@@ -334,6 +334,11 @@ def _units_assemble_the_same_table(tmp_path: pathlib.Path, scale, doc5: dict) ->
          progress=messages.append)  # fmt: skip
     (said,) = [m for m in messages if m.startswith("  none:0 ")]
     assert "to do: its checkpoint's nsp, sop rows" in said and "checkpoint not here" in said
+    messages.clear()  # beside fine-tuning runs left, both are said
+    plan("5", dataclasses.replace(scale, seeds=2), str(tmp_path / "older_wider"),
+         units_dir=str(older), progress=messages.append)  # fmt: skip
+    (said,) = [m for m in messages if m.startswith("  No NSP:0")]
+    assert "fine-tuning run" in said and ", its checkpoint's nsp, sop rows" in said, said
     nsp_sop = ablate("nsp_sop", scale, str(tmp_path / "older_asm"), units_dir=str(older),
                      assemble=True, progress=messages.append)  # fmt: skip
     assert nsp_sop["assembled_from_units"]["incomplete"] == {"none": [0]}
@@ -342,7 +347,7 @@ def _units_assemble_the_same_table(tmp_path: pathlib.Path, scale, doc5: dict) ->
     from bert_jax.ablations.harness import Harness
 
     bare = Harness(str(tmp_path / "older_asm"), scale, progress=print)
-    with pytest.raises(BertJaxError, match="pair_rows_nsp.json is not there and needs the run's"):
+    with pytest.raises(BertJaxError, match="pair_rows_nsp.json, not made yet, needs it"):
         checks.pair_rows(bare, tables.get("nsp_sop").arms(scale)[0], "nsp")
     # Units made from other pretraining text are refused by name.
     (partial / "quick" / no_nsp / "manifest.json").write_text(

@@ -20,13 +20,12 @@ from etils import epath
 
 from bert_jax import objectives
 from bert_jax.ablations import stats
-from bert_jax.ablations.layout import last_checkpoint
+from bert_jax.ablations.layout import require_checkpoint
 from bert_jax.ablations.tables import Arm, Pretrain
 from bert_jax.arch import registry
 from bert_jax.arch.bert.pretrained import graft_encoder
 from bert_jax.atomic_write import write_json_atomic
 from bert_jax.checkpoint import restore_params
-from bert_jax.errors import BertJaxError
 from bert_jax.pretraining.task import bert_config_from, pretraining_task
 from bert_jax.train import build_trainer, make_mesh
 
@@ -71,17 +70,6 @@ def rows_file(run_dir: epath.Path, task: str) -> epath.Path:
     return run_dir / (LOSS_ROWS if task == "mlm_ppl" else f"pair_rows_{task}.json")
 
 
-def _require_checkpoint(run_dir: epath.Path, made: str) -> None:
-    """Refuses, by name, rows that need a checkpoint this workdir lacks (a unit brought in
-    from another machine holds its rows but no checkpoint)."""
-    if not last_checkpoint(run_dir):
-        raise BertJaxError(
-            f"{run_dir}: {made} is not there and needs the run's checkpoint, which this "
-            "workdir lacks (a unit made before it carried them, or brought in from another "
-            "machine): make it where the run was pretrained, or pretrain the run again"
-        )
-
-
 def masked_lm_loss_rows(h: Harness, run: Pretrain) -> np.ndarray:
     """N x 2: [masked-LM loss summed over the sequence's predictions, its predictions] of each
     real held-out sequence that the run's own evaluation reads (the first `max_eval_steps`
@@ -93,7 +81,7 @@ def masked_lm_loss_rows(h: Harness, run: Pretrain) -> np.ndarray:
     wd = h.pretrain(run)
 
     def compute() -> np.ndarray:
-        _require_checkpoint(wd, LOSS_ROWS)
+        require_checkpoint(wd, f"{LOSS_ROWS}, not made yet,")
         task, trainer = _one_device_trainer(h, run)
         ckpt = Checkpointer(wd / "checkpoints", read_only=True, async_save=False)
         try:
@@ -126,7 +114,7 @@ def _scored_pairs(h: Harness, arm: Arm, task: str) -> epath.Path:
     wd = h.pretrain(arm.pretrain)
     cached = rows_file(wd, task)
     if not cached.exists():
-        _require_checkpoint(wd, cached.name)
+        require_checkpoint(wd, f"{cached.name}, not made yet,")
         objective = {"nsp": "mlm_nsp", "sop": "mlm_sop"}[task]
         cfg = h.pretrain_config(dataclasses.replace(arm.pretrain, objective=objective))
         bert_config, params = restore_params(str(wd))

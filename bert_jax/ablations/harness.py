@@ -28,6 +28,7 @@ from bert_jax.ablations.layout import (
     budget_subdir,
     last_checkpoint,
     length_suffix,
+    require_checkpoint,
     run_kind,
 )
 from bert_jax.ablations.scales import BILSTM_HEAD_LR
@@ -42,18 +43,6 @@ from bert_jax.train.lock import WorkdirInUse, WorkdirLock, in_use
 
 _ONE_DEVICE = {"data": 1, "fsdp": 1, "tensor": 1}
 ROWS = "example_rows.npz"  # a fine-tuning run's per-example dev statistics (stats.example_rows)
-
-
-def _check_has_checkpoint(run: epath.Path) -> None:
-    """A pretraining run brought in from a unit (bert_jax.ablations.units) has no checkpoint:
-    a new fine-tuning run on it is refused rather than made on a retrained model."""
-    if not last_checkpoint(run):
-        raise BertJaxError(
-            f"{run}: finished (done.json) but without its checkpoint, as a unit brought in from "
-            "another machine is: a unit's runs are finished where it was pretrained, so run "
-            "this job there, or move the unit out of --units_dir and its directory out of "
-            "the workdir to pretrain it again here"
-        )
 
 
 def _pretraining_kind(objective: str, model: str, random: bool) -> str:
@@ -289,7 +278,7 @@ class Harness(Workdir):
         kind = task.removesuffix("_feature")
         results = out / "eval_results.json"
         if not results.exists() and not arm.pretrain.checkpoint:
-            _check_has_checkpoint(src)
+            require_checkpoint(src, "a new fine-tuning run on it")
         if not results.exists():
             c = finetune_config(FAMILY[kind])
             c.update(

@@ -13,6 +13,7 @@ from etils import epath
 
 from bert_jax.ablations.scales import BILSTM_HEAD_LR, Scale
 from bert_jax.ablations.tables import Arm
+from bert_jax.errors import BertJaxError
 
 
 def arm_subdir(arm: Arm, task: str) -> str:
@@ -71,3 +72,17 @@ def latest_step(directory: epath.Path) -> int:
 def last_checkpoint(run: epath.Path) -> int:
     """The step of a pretraining run's latest finished checkpoint (0 without one)."""
     return latest_step(run / "checkpoints")
+
+
+def require_checkpoint(run: epath.Path, what: str) -> None:
+    """Refuses `what` (a new fine-tuning run, held-out rows not made yet) on a finished
+    pretraining run without its checkpoint, as one brought in from a unit is
+    (bert_jax.ablations.units), rather than make it on a retrained model."""
+    if not last_checkpoint(run):
+        raise BertJaxError(
+            f"{run}: finished (done.json) but without its checkpoint, and {what} needs it; a "
+            "unit brought in from another machine has none (nor rows it was made before "
+            "keeping): its runs are finished where it was pretrained, so run this job there, "
+            "or move the unit out of --units_dir and its directory out of the workdir to "
+            "pretrain it again here"
+        )

@@ -165,13 +165,13 @@ def plan(
     for u in out:
         said = run_time.describe(u["left"])
         state = "finished" if said is None else said.split("; about")[0]
-        if u["rows_left"]:
-            said = state = (f"to do: its checkpoint's {', '.join(u['rows_left'])} rows "
-                            "(minutes)")  # fmt: skip
+        if u["rows_left"]:  # beside any runs left, or alone
+            rows = f"its checkpoint's {', '.join(u['rows_left'])} rows (minutes)"
+            said = state = f"to do: {rows}" if said is None else f"{state}, {rows}"
         run = harness.root / "pretrain" / u["unit"]
         if said and (run / "done.json").exists() and not last_checkpoint(run):
             state += (" (pretrained elsewhere, its checkpoint not here: run it where it was "
-                      "pretrained, or pretrain it again)")  # harness._check_has_checkpoint
+                      "pretrained, or pretrain it again)")  # layout.require_checkpoint
         if u["shared_with"]:  # run by whichever of them runs first
             state += f" (and the runs it shares with {', '.join(u['shared_with'])}, listed there)"
         progress(f"  {', '.join(u['arms'])} ({u['unit']}): {state}")
