@@ -6,10 +6,23 @@ from __future__ import annotations
 
 import json
 import pathlib
+import re
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent / "experiments" / "ablations" / "results"
+
+
+def _sizes(doc: dict) -> str:
+    """Table 6's `--sizes` (its arms, those left out included, smallest first: the order they
+    were given in); "" for any other table."""
+    if doc["table"] != "6":
+        return ""
+    from bert_jax.ablations.tables.table6 import stack_size
+
+    names = [*doc["arms"], *doc["assembled_from_units"].get("arms_left_out", [])]
+    dims = (re.findall(r"\d+", name) for name in sorted(names, key=stack_size))
+    return ",".join("L{}-H{}-A{}".format(*d) for d in dims)
 
 
 @pytest.mark.slow  # builds the suite and vocab once: about a minute on one core
@@ -24,7 +37,7 @@ def test_committed_assembled_reports_come_back_from_the_committed_units(tmp_path
         doc = json.loads(path.read_text())
         made = doc["provenance"]
         scale = scale_for(doc["scale"], steps=made["steps"], model=made["model"],
-                          seeds=made["seeds"])  # fmt: skip
+                          seeds=made["seeds"], sizes=_sizes(doc))  # fmt: skip
         tasks = tuple(dict.fromkeys(t for row in doc["arms"].values() for t in row))
         again = ablate(doc["table"], scale, str(tmp_path / path.stem), progress=lambda m: None,
                        only_tasks=tasks if doc.get("tasks_left_out") else (),

@@ -146,6 +146,19 @@ def test_table6_judges_each_step_up_by_its_held_out_loss_interval():
         shown = f"perplexity {ppl[small]:.1f} vs {ppl[big]:.1f}; loss difference "
         assert c["detail"].startswith(shown), c["detail"]
         assert abs(abs(d["diff"]) - 1.0) < 0.1 and d["high"] - d["low"] < 1.9 and d["df"] <= 2
+        # The whole ordering follows its steps' intervals, not its medians.
+        whole = got["held-out masked-LM perplexity falls with every step up in encoder parameters"]
+        assert whole["verdict"] == verdict and " of 1 steps hold" in whole["detail"]
+    # One run of the smaller size: no interval, so the ordering is unresolved, though its
+    # medians fall.
+    d = interval.difference([high[0]], low, "mlm_ppl", [0], [0, 1])
+    doc["intervals"] = {"mlm_ppl": {f"{small} - {big}": d}}
+    doc["arms"][small]["mlm_ppl"]["median"] = math.exp(6.0)
+    doc["arms"][big]["mlm_ppl"]["median"] = math.exp(5.0)
+    whole = {c["claim"]: c for c in claims.check(doc)}[
+        "held-out masked-LM perplexity falls with every step up in encoder parameters"
+    ]
+    assert whole["verdict"] == "unresolved at this scale" and not whole["holds"], whole
 
 
 def test_report_writes_the_claims_into_the_json_and_the_markdown(tmp_path):
