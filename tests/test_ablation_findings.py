@@ -135,6 +135,20 @@ def test_a_claim_read_at_several_designs_shows_its_verdict_over_them(tmp_path):
     said = (f"| {judged['verdict']} at one reading; over the 3 designs read as seeds were added "
             f"and 1 planned, {doc['verdict_over_looks']} (p {doc['observed'][-1]['p']:.3f}")
     assert said in row, row
+    # A contrast the table claims nothing about (no --claim): the report's interval, read the
+    # other way round ("BERT - No NSP" as No NSP - BERT); the findings table does not show it.
+    bert = report["intervals"]["conll"]["BERT - No NSP"]
+    g_b, g_a = bert["units"]
+    out = results / "aa_looks_contrast_2026-11-30.json"
+    contrast = subprocess.run(
+        [sys.executable, str(ROOT / "aa_looks.py"), "--report", str(report_path), "--a", "No NSP",
+         "--b", "BERT", "--task", "conll", "--looks", f"{g_a}/{g_b}", "--sims", "20",
+         "--examples", "200", "--out", str(out)],
+        capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert contrast.returncode == 0, contrast.stderr[-2000:]
+    assert f"[{-bert['high']:+.2f}, {-bert['low']:+.2f}]" in contrast.stdout, contrast.stdout
+    assert json.loads(out.read_text())["claim"] == "No NSP - BERT on conll"
+    assert not any("No NSP - BERT" in line for line in findings.rows(results))
     moved = json.loads(report_path.read_text())
     next(c for c in moved["claims"] if c["claim"] == claim)["interval"] = [0.5, 9.0]
     report_path.write_text(json.dumps(moved))
