@@ -113,11 +113,12 @@ def test_a_claim_read_at_several_designs_shows_its_verdict_over_them(tmp_path):
     claim = "MLM (No NSP) beats LTR & No NSP on conll"
     out = results / "aa_looks_test_2026-11-30.json"
 
-    def looks(*designs: str) -> subprocess.CompletedProcess:
+    def looks(*designs: str, arms: tuple[str, ...] = ("--claim", claim, "--b", "LTR & No NSP"),
+              out: pathlib.Path = out) -> subprocess.CompletedProcess:  # fmt: skip
         return subprocess.run(
-            [sys.executable, str(ROOT / "aa_looks.py"), "--report", str(report_path), "--claim",
-             claim, "--a", "No NSP", "--b", "LTR & No NSP", "--task", "conll", *designs,
-             "--sims", "20", "--examples", "200", "--out", str(out)],
+            [sys.executable, str(ROOT / "aa_looks.py"), "--report", str(report_path), "--a",
+             "No NSP", *arms, "--task", "conll", *designs, "--sims", "20", "--examples", "200",
+             "--out", str(out)],
             capture_output=True, text=True, timeout=300)  # fmt: skip
 
     short = looks("--looks", "2/2,3/3")
@@ -139,15 +140,11 @@ def test_a_claim_read_at_several_designs_shows_its_verdict_over_them(tmp_path):
     # other way round ("BERT - No NSP" as No NSP - BERT); the findings table does not show it.
     bert = report["intervals"]["conll"]["BERT - No NSP"]
     g_b, g_a = bert["units"]
-    out = results / "aa_looks_contrast_2026-11-30.json"
-    contrast = subprocess.run(
-        [sys.executable, str(ROOT / "aa_looks.py"), "--report", str(report_path), "--a", "No NSP",
-         "--b", "BERT", "--task", "conll", "--looks", f"{g_a}/{g_b}", "--sims", "20",
-         "--examples", "200", "--out", str(out)],
-        capture_output=True, text=True, timeout=300)  # fmt: skip
+    contrast_out = results / "aa_looks_contrast_2026-11-30.json"
+    contrast = looks("--looks", f"{g_a}/{g_b}", arms=("--b", "BERT"), out=contrast_out)
     assert contrast.returncode == 0, contrast.stderr[-2000:]
     assert f"[{-bert['high']:+.2f}, {-bert['low']:+.2f}]" in contrast.stdout, contrast.stdout
-    assert json.loads(out.read_text())["claim"] == "No NSP - BERT on conll"
+    assert json.loads(contrast_out.read_text())["claim"] == "No NSP - BERT on conll"
     assert not any("No NSP - BERT" in line for line in findings.rows(results))
     moved = json.loads(report_path.read_text())
     next(c for c in moved["claims"] if c["claim"] == claim)["interval"] = [0.5, 9.0]

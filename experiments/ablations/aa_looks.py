@@ -40,6 +40,7 @@ from etils import epath
 
 from bert_jax.ablations import aa_test, interval, provenance, stats
 from bert_jax.ablations.evidence import Evidence, rows_path
+from bert_jax.ablations.tables import compare
 
 
 def parse_looks(text: str) -> list[tuple[int, int]]:
@@ -92,14 +93,9 @@ def main() -> None:
         if claim is None:
             raise SystemExit(f"{args.report}: no claim {args.claim!r}")
     else:  # a contrast of two of the report's arms that the table claims nothing about
-        given = doc["intervals"].get(args.task, {})
-        if (d := given.get(f"{args.a} - {args.b}")) is not None:
-            bounds = [d["low"], d["high"]]
-        elif (d := given.get(f"{args.b} - {args.a}")) is not None:  # the report's other way
-            bounds = [-d["high"], -d["low"]]
-        else:
+        if (d := compare.interval(doc, args.a, args.b, args.task)) is None:  # either order
             raise SystemExit(f"{args.report}: no interval {args.a!r} - {args.b!r} on {args.task}")
-        claim = {"claim": f"{args.a} - {args.b} on {args.task}", "interval": bounds}
+        claim = {"claim": f"{args.a} - {args.b} on {args.task}", "interval": [d["low"], d["high"]]}
     evidence = Evidence.load(rows_path(epath.Path(args.report)))
     try:
         runs_a, groups_a = evidence.examples[args.a][args.task], evidence.groups[args.a][args.task]
