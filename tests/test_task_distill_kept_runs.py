@@ -76,3 +76,15 @@ def test_the_committed_table_comes_back_from_the_kept_runs(tmp_path, monkeypatch
                                       f"--runs_dir={tmp_path / 'empty'}"])  # fmt: skip
     with pytest.raises(SystemExit, match="empty/teacher/run/run.json: no kept teacher"):
         task_distill_run.main()
+
+
+def test_rows_take_names_that_hold_a_comma_and_refuse_a_prefix_of_no_row():
+    caches = {m: f"/c{m}" for m in (0, 1, 4)}
+    names = [n for layers in (2, 4) for n in task_distill_run.student_rows(layers, [1, 4], caches)]
+    prefixes = task_distill_run.row_prefixes
+    assert prefixes("L4 random, labels,L4 pretrained, labels", names) == (
+        "L4 random, labels", "L4 pretrained, labels")
+    assert prefixes("L2 pretrained,L4", names) == ("L2 pretrained", "L4")
+    assert prefixes("none", names) == ("none",) and prefixes("", names) == ()
+    with pytest.raises(SystemExit, match="'L6' starts no row"):
+        prefixes("L2,L6", names)

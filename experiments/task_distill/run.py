@@ -9,7 +9,9 @@ initialised or from MiniLM's bottom layers, with a curve over the amount of tran
 
 Every finished run (and the teacher) is kept in --runs_dir as a 1 KB run.json (kept_runs.py),
 committed, and brought in by later runs on any machine: only missing runs train; `--rows`
-limits which rows train now (`--rows none`: none, the table from the kept runs alone).
+limits which rows train now (`--rows none`: none, the table from the kept runs alone); the
+teacher is trained only when a distilled run is to train (labels-only rows need only its
+kept record).
 
 Task: the suite's `mrpc` (suite v3, bert_jax/ablations/suite.py: do two sentences that share a
 word come from one document?), built from the even-numbered documents of the corpus snapshot,
@@ -194,8 +196,8 @@ def teacher_stage(root, kept: KeptRuns, data, transfer, mini, args, task_sha, tr
     if not train_now:
         if kept_teacher is None:
             raise SystemExit(f"{kept.path('teacher', 'run')}: no kept teacher, and --rows "
-                             "chose nothing to train: run without --rows, or name rows to "
-                             "train")  # fmt: skip
+                             "chose no distilled run to train (which would train one): run "
+                             "without --rows, or name a distilled row")  # fmt: skip
         return kept_teacher, None
     t0 = time.time()
     rate, slice_scores = choose_teacher_rate(root, data, mini)
@@ -236,13 +238,31 @@ def student_inputs(task_sha: str, teacher_id: str, transfer_sha: str, flags: lis
     return inputs | {"flags": plain}
 
 
+def row_prefixes(text: str, names: list[str]) -> tuple[str, ...]:
+    """`--rows` as row-name prefixes. A row's name holds a comma ("L4 random, labels"), so a
+    piece that continues the item before it into a longer prefix of some row joins it;
+    "none" chooses no row. An item that starts no row is refused by name."""
+    items: list[str] = []
+    for piece in text.split(","):
+        joined = f"{items[-1]},{piece}" if items else ""
+        if joined and any(n.startswith(joined) for n in names):
+            items[-1] = joined
+        elif piece.strip():
+            items.append(piece.strip())
+    if bad := [i for i in items if i != "none" and not any(n.startswith(i) for n in names)]:
+        raise SystemExit(f"--rows: {', '.join(map(repr, bad))} starts no row (the rows: "
+                         f"{'; '.join(names)})")
+    return tuple(items)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--workdir", default="/tmp/task_distill")
     ap.add_argument("--runs_dir", default=str(REPO / "experiments" / "task_distill" / "runs"),
                     help="finished runs kept here and brought in (kept_runs.py)")
     ap.add_argument("--rows", default="", help="train only rows starting with one of these "
-                    "comma-separated prefixes (e.g. 'L2 pretrained,L4'); others only if kept")
+                    "comma-separated prefixes (e.g. 'L2 pretrained,L4' or 'L4 random, labels'); "
+                    "others only if kept; 'none': train nothing")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--layers", default="2,4")
     ap.add_argument("--multiples", default="1,4,16", help="transfer pairs per labelled pair")
@@ -253,7 +273,6 @@ def main() -> None:
     kept = KeptRuns(pathlib.Path(args.runs_dir))
     layers_list = [int(x) for x in args.layers.split(",")]
     args.multiples = [int(x) for x in args.multiples.split(",") if x]
-    chosen = tuple(p.strip() for p in args.rows.split(",") if p.strip())
     t0 = time.time()
     data, transfer, transfer_size = build_data(root, args.n_train)
     task_sha = kept_runs.task_digest(data)
@@ -263,6 +282,7 @@ def main() -> None:
     plan = {name: extra for layers in layers_list
             for name, extra in student_rows(layers, args.multiples, cache_paths).items()}
     seeds = range(args.seeds)
+    chosen = row_prefixes(args.rows, list(plan))
 
     def flags(name: str, seed: int) -> list[str]:
         """The student run's own flags (finetune() adds COMMON)."""
@@ -273,8 +293,10 @@ def main() -> None:
     def wanted(name: str) -> bool:
         return not chosen or name.startswith(chosen)
 
-    # The teacher is trained only when a wanted run is not kept (its label caches feed them).
+    # The teacher is trained only when a wanted distilled run is not kept (its label caches
+    # feed them); a labels-only row trains beside the kept teacher.
     train_now = any(wanted(n) and not kept.path(n, f"seed{s}").exists()
+                    and any(f.startswith("--config.distill.data=") for f in plan[n])
                     for n in plan for s in seeds)  # fmt: skip
     teacher, _ = teacher_stage(root, kept, data, transfer, mini, args, task_sha, train_now)
     teacher_id = teacher["labels_x0_sha256"]
