@@ -188,3 +188,22 @@ def test_report_writes_the_claims_into_the_json_and_the_markdown(tmp_path):
     (tmp_path / "nsp_sop.rows.npz").write_bytes(b"PK\x03\x04 cut short")
     with pytest.raises(BertJaxError, match=r"nsp_sop.rows.npz: not a readable rows file"):
         report.rerender(str(tmp_path / "nsp_sop.json"))
+
+
+def test_an_interval_read_in_the_other_order_turns_every_per_arm_field_round():
+    """A claim of B over A reads the interval stored as A - B turned round: its means, runs and
+    spreads B's first (the claim's wording names them in that order); a bound an arm's missing
+    spread left open stays open."""
+    from bert_jax.ablations.tables.compare import interval
+
+    stored = {"diff": -4.0, "low": -9.0, "high": 1.0, "runs": [4, 22], "units": [2, 11],
+              "unit_kinds": ["pretraining runs", "one run"], "spreads": [0.7, None],
+              "means": [20.0, 24.0], "df": 2}  # fmt: skip
+    doc = {"intervals": {"conll": {"A - B": stored}}}
+    turned = interval(doc, "B", "A", "conll")
+    assert turned == {**stored, "diff": 4.0, "low": -1.0, "high": 9.0, "runs": [22, 4],
+                      "units": [11, 2], "unit_kinds": ["one run", "pretraining runs"],
+                      "spreads": [None, 0.7], "means": [24.0, 20.0]}  # fmt: skip
+    assert interval(doc, "A", "B", "conll") == stored
+    stored.update(low=None, high=None)
+    assert interval(doc, "B", "A", "conll")["low"] is None

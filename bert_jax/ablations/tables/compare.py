@@ -36,8 +36,19 @@ def interval(doc: dict, a: str, b: str, task: str) -> dict | None:
     if (d := by_pair.get(pair_key(a, b))) is not None:
         return d
     if (d := by_pair.get(pair_key(b, a))) is not None:
-        return {**d, "diff": -d["diff"], "low": -d["high"], "high": -d["low"]}
+        turned = {k: d[k][::-1] for k in PER_ARM if k in d}  # each arm's field, a's first
+        return {**d, **turned, "diff": -d["diff"], "low": _negated(d["high"]),
+                "high": _negated(d["low"])}  # fmt: skip
     return None
+
+
+# An interval's fields that hold one entry per arm, in the stored order (interval.py).
+PER_ARM = ("runs", "units", "unit_kinds", "spreads", "means")
+
+
+def _negated(bound: float | None) -> float | None:
+    """A bound of the turned-round difference (None: an arm had no spread, no interval)."""
+    return None if bound is None else -bound
 
 
 def paper_effect(a: dict, b: dict) -> float | None:
