@@ -83,9 +83,12 @@ def _carried(run_dir: epath.Path) -> list[epath.Path]:
 
 def _copy_run(src_root: epath.Path, run_dir: epath.Path, dst_root: epath.Path) -> int:
     """Copies `run_dir`'s carried files to the same place under `dst_root`; returns how many
-    files it added or grew. Files there are kept (a growing cache gains the entries it lacks)."""
+    files it added or grew. A finished run's files there are kept (a growing cache gains the
+    entries it lacks); an unfinished one's (a carried run's records up to its checkpoint) give
+    way to the finished run's, so a workdir that once continued a carry assembles as a new one."""
     rel = run_dir.relative_to(src_root)
     (dst_root / rel).mkdir(parents=True, exist_ok=True)
+    unfinished = not any((dst_root / rel / m).exists() for m in MARKERS)
     added = 0
     for src in _carried(run_dir):
         dst = dst_root / rel / src.name
@@ -95,7 +98,7 @@ def _copy_run(src_root: epath.Path, run_dir: epath.Path, dst_root: epath.Path) -
             if new != have:
                 write_json_atomic(dst, new, sort_keys=True)
                 added += 1
-        elif not dst.exists():
+        elif unfinished or not dst.exists():
             write_bytes_atomic(dst, src.read_bytes())
             added += 1
     return added
