@@ -234,8 +234,9 @@ def _units_assemble_the_same_table(tmp_path: pathlib.Path, scale, doc5: dict) ->
     import shutil
 
     from bert_jax.ablations import provenance
+    from bert_jax.ablations.harness import Harness
     from bert_jax.ablations.run import ablate
-    from bert_jax.ablations.unit_jobs import parse_units, plan
+    from bert_jax.ablations.unit_jobs import parse_units, plan, seeded
 
     units, messages = tmp_path / "units", []
     no_nsp = tables.get("5").arms(scale)[1].pretrain.key  # Figure 5's MLM, Table 6's L1-H64-A2
@@ -253,6 +254,13 @@ def _units_assemble_the_same_table(tmp_path: pathlib.Path, scale, doc5: dict) ->
     with pytest.raises(BertJaxError, match="finished .done.json. but without its checkpoint"):
         ablate("5", dataclasses.replace(scale, seeds=2), str(tmp_path / "more_seeds"),
                only_tasks=("mrpc",), progress=messages.append, units_dir=str(units))  # fmt: skip
+    # A second pretraining seed's job whose rate is chosen on seed 0's run, not chosen yet
+    # where that run was pretrained: the unit that makes the choice is named.
+    no_nsp_arm = tables.get("5").arms(scale)[1]
+    choosing = Harness(str(elsewhere), dataclasses.replace(scale, finetune_lrs=(1e-4, 5e-5)))
+    with pytest.raises(BertJaxError, match=r"No NSP:1's rate for conll is chosen on this run .*"
+                                           r"finish --units 'No NSP:0' there"):  # fmt: skip
+        choosing.learning_rate(seeded(no_nsp_arm, 1), "conll")
     # A machine with every unit but No NSP's: the plan names it, `units` runs it, and the table
     # from all of them is the first one's.
     partial = tmp_path / "partial"

@@ -189,6 +189,7 @@ class Harness(Workdir):
         if not choice.exists() and not choose:
             return None
         if not choice.exists():
+            self._require_seed0_checkpoint(arm, task)
             slices = self.train_slice(task)  # not conll_feature: it returned above
             self.progress(f"choosing {arm.name}'s learning rate for {task} on a slice of train")
             scores, held = {}, None
@@ -203,6 +204,22 @@ class Harness(Workdir):
             best = max(s.finetune_lrs, key=lambda lr: scores[f"{lr:g}"])  # ties: the first
             write_json_atomic(choice, {"scores": scores, "chosen": best}, sort_keys=True)
         return float(json.loads(choice.read_text())["chosen"])
+
+    def _require_seed0_checkpoint(self, arm: Arm, task: str) -> None:
+        """Refuses a rate choice for another pretraining seed's job on a seed-0 run brought in
+        from a unit (no checkpoint), naming the unit that makes the choice: a `:1` unit started
+        before its `:0` unit chose that task's rate, on another machine or workdir."""
+        if arm.pretrain.seed == 0 or arm.pretrain.checkpoint:
+            return  # seed 0's own job: `_finetune_run` refuses it by layout.require_checkpoint
+        seed0 = self.root / "pretrain" / _on_seed0(arm).pretrain.key
+        if (seed0 / "done.json").exists() and not last_checkpoint(seed0):
+            raise BertJaxError(
+                f"{seed0}: {arm.name}:{arm.pretrain.seed}'s rate for {task} is chosen on this "
+                "run (pretraining seed 0) and is not chosen yet; the run was brought in from a "
+                "unit without its checkpoint, so the choice is made where it was pretrained: "
+                f"finish --units '{arm.name}:0' there (its unit keeps the choice), bring that "
+                "unit in and run this again"
+            )
 
     def _choice_dir(self, arm: Arm, task: str) -> epath.Path:
         """Where the arm's rate for `task` is chosen (on pretraining seed 0's run)."""
