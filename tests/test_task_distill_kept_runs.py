@@ -88,3 +88,22 @@ def test_rows_take_names_that_hold_a_comma_and_refuse_a_prefix_of_no_row():
     assert prefixes("none", names) == ("none",) and prefixes("", names) == ()
     with pytest.raises(SystemExit, match="'L6' starts no row"):
         prefixes("L2,L6", names)
+
+
+def test_a_retrained_teacher_is_the_kept_one_only_if_rate_slice_and_every_answer_agree(tmp_path):
+    """The teacher's logits differ in their last bits across thread settings, so what is
+    compared is what it chose and answered; any one of those differing is named."""
+    hits = np.array([1, 0, 1, 1, 0], float)
+    store = kept_runs.KeptRuns(tmp_path)
+    store.keep("teacher", "run", {"task": "t"}, hits, rate="5e-5",
+               slice_accuracy={"5e-5": 0.6, "1e-4": 0.5})
+    kept = store.get("teacher", "run", {"task": "t"})
+    same = kept_runs.teacher_differences(kept, "5e-5", {"5e-5": 0.6, "1e-4": 0.5}, hits.copy())
+    assert same == []
+    flipped = hits.copy()
+    flipped[1] = 1
+    assert kept_runs.teacher_differences(kept, "5e-5", {"5e-5": 0.6, "1e-4": 0.5},
+                                         flipped) == ["1 dev answers"]
+    other = kept_runs.teacher_differences(kept, "1e-4", {"5e-5": 0.5, "1e-4": 0.6}, hits[:4])
+    assert other[0].startswith("rate 1e-4 against the kept 5e-5")
+    assert other[1].startswith("slice accuracy") and other[2] == "all dev answers"

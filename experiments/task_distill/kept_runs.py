@@ -7,8 +7,11 @@ name, with the field that differs.
 
 What a run is made from (`inputs`): the task's files (sha256), the finetune flags, and for a
 distilled student the sha256 of its teacher-label cache's shards. The teacher's own identity is
-the digest of its labels on the task inputs (the x0 cache: exact float logits), so a teacher
-trained again on another machine is the kept one only if it labels every pair identically.
+the digest of its labels on the task inputs (the x0 cache: exact float logits). Those bits
+depend on how training's reductions split across threads (measured 2026-12-01: two threadings
+of one machine gave logits 5.7e-7 apart at most, every answer the same), so a teacher trained
+again is taken for the kept one when its recipe, chosen rate, slice scores and every dev answer
+agree (`teacher_differences`), and refused by name otherwise.
 """
 
 from __future__ import annotations
@@ -34,6 +37,19 @@ def labels_digest(cache: pathlib.Path) -> str:
     if not shards:
         raise FileNotFoundError(f"{cache}: no distill-*.tfrecord shards")
     return digest_files([(p.name, p) for p in shards])
+
+
+def teacher_differences(kept: dict, rate: str, slice_scores: dict, hits: np.ndarray) -> list[str]:
+    """What tells a teacher trained again (same recipe) from the kept one, beyond its logits'
+    float bits: its chosen rate, its slice scores, or any dev example answered otherwise."""
+    out = []
+    if rate != kept["rate"]:
+        out.append(f"rate {rate} against the kept {kept['rate']}")
+    if slice_scores != kept["slice_accuracy"]:
+        out.append(f"slice accuracy {slice_scores} against the kept {kept['slice_accuracy']}")
+    if len(hits) != len(kept["hits"]) or (changed := int((hits != kept["hits"]).sum())):
+        out.append(f"{changed if len(hits) == len(kept['hits']) else 'all'} dev answers")
+    return out
 
 
 def slug(name: str) -> str:

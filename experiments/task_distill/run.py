@@ -45,7 +45,7 @@ import time
 
 import kept_runs
 import numpy as np
-from kept_runs import KeptRuns, labels_digest
+from kept_runs import KeptRuns, labels_digest, teacher_differences
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 COMMON = [
@@ -209,11 +209,15 @@ def teacher_stage(root, kept: KeptRuns, data, transfer, mini, args, task_sha, tr
     identity = labels_digest(pathlib.Path(caches[0]))
     if kept_teacher is not None:
         if kept_teacher["labels_x0_sha256"] != identity:
-            raise SystemExit(f"{kept.path('teacher', 'run')}: the teacher trained here labels the "
-                             f"task inputs differently ({identity[:12]} against the kept "
-                             f"{kept_teacher['labels_x0_sha256'][:12]}), so its students cannot "
-                             "join the kept ones; move the kept runs away to start "
-                             "again")  # fmt: skip
+            if differ := teacher_differences(kept_teacher, rate, slice_scores,
+                                             dev_hits(teacher, data)):
+                raise SystemExit(f"{kept.path('teacher', 'run')}: the teacher trained here is "
+                                 f"not the kept one ({'; '.join(differ)}), so its students "
+                                 "cannot join the kept ones; move the kept runs away to start "
+                                 "again")  # fmt: skip
+            print(f"teacher: labels {identity[:12]} here, {kept_teacher['labels_x0_sha256'][:12]}"
+                  " kept: the float bits differ, the rate, slice scores and every dev answer "
+                  "agree, so its students join the kept ones", flush=True)  # fmt: skip
         return kept_teacher, caches
     fields = {"rate": rate, "slice_accuracy": slice_scores, "accuracy": tm["accuracy"],
               "labels_x0_sha256": identity, **provenance_fields(time.time() - t0)}  # fmt: skip
