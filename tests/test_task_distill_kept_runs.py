@@ -88,6 +88,13 @@ def test_rows_take_names_that_hold_a_comma_and_refuse_a_prefix_of_no_row():
     assert prefixes("none", names) == ("none",) and prefixes("", names) == ()
     with pytest.raises(SystemExit, match="'L6' starts no row"):
         prefixes("L2,L6", names)
+    # A whole row's name chooses that row alone: 'x1' is not also x16.
+    names = [n for n in task_distill_run.student_rows(4, [1, 16], {0: "a", 1: "b", 16: "c"})]
+    names += [n for n in task_distill_run.student_rows(2, [1, 16], {0: "a", 1: "b", 16: "c"})]
+    items = prefixes("L4 random, distilled x1,L2 pretrained", names)
+    chosen = {n for n in names if task_distill_run.row_chosen(n, items, names)}
+    assert chosen == {"L4 random, distilled x1"} | {n for n in names if "L2 pretrained" in n}
+    assert all(task_distill_run.row_chosen(n, (), names) for n in names)
 
 
 def test_a_retrained_teacher_is_the_kept_one_only_if_rate_slice_and_every_answer_agree(tmp_path):

@@ -260,6 +260,15 @@ def row_prefixes(text: str, names: list[str]) -> tuple[str, ...]:
     return tuple(items)
 
 
+def row_chosen(name: str, chosen: tuple[str, ...], names: list[str]) -> bool:
+    """Whether `--rows` (as row_prefixes gives it) chooses row `name`: every row when empty; an
+    item that is a whole row's name chooses that row alone ('... distilled x1', not x16);
+    any other item the rows it starts."""
+    if not chosen:
+        return True
+    return any(name == c if c in names else name.startswith(c) for c in chosen)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--workdir", default="/tmp/task_distill")
@@ -296,7 +305,7 @@ def main() -> None:
                 f"--config.init_num_layers={layers}", f"--config.seed={seed}", *plan[name]]
 
     def wanted(name: str) -> bool:
-        return not chosen or name.startswith(chosen)
+        return row_chosen(name, chosen, list(plan))
 
     # The teacher is trained only when a wanted distilled run is not kept (its label caches
     # feed them); a labels-only row trains beside the kept teacher.
