@@ -6,7 +6,8 @@ it would train from and trains only the rest; a kept run made from other inputs 
 name, with the field that differs.
 
 What a run is made from (`inputs`): the task's files (sha256), the finetune flags, and for a
-distilled student the sha256 of its teacher-label cache's shards. The teacher's own identity is
+distilled student what determines its teacher-label cache: the kept teacher's identity, the
+transfer multiple and the transfer text's sha256. The teacher's own identity is
 the digest of its labels on the task inputs (the x0 cache: exact float logits). Those bits
 depend on how training's reductions split across threads (measured 2026-12-01: two threadings
 of one machine gave logits 5.7e-7 apart at most, every answer the same), so a teacher trained
