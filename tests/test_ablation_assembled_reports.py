@@ -4,6 +4,7 @@ rendered it."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pathlib
 import re
@@ -25,21 +26,28 @@ def _sizes(doc: dict) -> str:
     return ",".join("L{}-H{}-A{}".format(*d) for d in dims)
 
 
-@pytest.mark.slow  # builds the suite and vocab once: about a minute on one core
+@pytest.mark.slow  # builds the suite and vocab once for every report: about a minute on one core
 def test_committed_assembled_reports_come_back_from_the_committed_units(tmp_path):
+    """Reports whose scales differ only in what runs are keyed by (steps, seeds, sizes) share
+    a workdir, as a researcher assembling them would: the suite and vocab are built once."""
     from bert_jax.ablations import report
     from bert_jax.ablations.run import ablate, scale_for
+    from bert_jax.ablations.workdir import _KEYED
 
     paths = [p for p in sorted(ROOT.glob("*.json"))
              if "assembled_from_units" in json.loads(p.read_text())]  # fmt: skip
     assert paths, "no committed report assembled from units"
+    workdirs: dict[str, pathlib.Path] = {}  # the settings a workdir records -> the workdir
     for path in paths:
         doc = json.loads(path.read_text())
         made = doc["provenance"]
         scale = scale_for(doc["scale"], steps=made["steps"], model=made["model"],
                           seeds=made["seeds"], sizes=_sizes(doc))  # fmt: skip
+        shared = {k: v for k, v in dataclasses.asdict(scale).items() if k not in _KEYED}
+        workdir = workdirs.setdefault(json.dumps(shared, sort_keys=True, default=str),
+                                      tmp_path / f"workdir{len(workdirs)}")
         tasks = tuple(dict.fromkeys(t for row in doc["arms"].values() for t in row))
-        again = ablate(doc["table"], scale, str(tmp_path / path.stem), progress=lambda m: None,
+        again = ablate(doc["table"], scale, str(workdir), progress=lambda m: None,
                        only_tasks=tasks if doc.get("tasks_left_out") else (),
                        units_dir=str(ROOT / "units"), assemble=True)  # fmt: skip
         again = json.loads(json.dumps(report.json_safe(again)))
