@@ -4,7 +4,6 @@ rendered it."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import pathlib
 import re
@@ -32,7 +31,7 @@ def test_committed_assembled_reports_come_back_from_the_committed_units(tmp_path
     a workdir, as a researcher assembling them would: the suite and vocab are built once."""
     from bert_jax.ablations import report
     from bert_jax.ablations.run import ablate, scale_for
-    from bert_jax.ablations.workdir import _KEYED
+    from bert_jax.ablations.workdir import shared_settings
 
     paths = [p for p in sorted(ROOT.glob("*.json"))
              if "assembled_from_units" in json.loads(p.read_text())]  # fmt: skip
@@ -43,9 +42,8 @@ def test_committed_assembled_reports_come_back_from_the_committed_units(tmp_path
         made = doc["provenance"]
         scale = scale_for(doc["scale"], steps=made["steps"], model=made["model"],
                           seeds=made["seeds"], sizes=_sizes(doc))  # fmt: skip
-        shared = {k: v for k, v in dataclasses.asdict(scale).items() if k not in _KEYED}
-        workdir = workdirs.setdefault(json.dumps(shared, sort_keys=True, default=str),
-                                      tmp_path / f"workdir{len(workdirs)}")
+        shared = json.dumps(shared_settings(scale), sort_keys=True, default=str)
+        workdir = workdirs.setdefault(shared, tmp_path / f"workdir{len(workdirs)}")
         tasks = tuple(dict.fromkeys(t for row in doc["arms"].values() for t in row))
         again = ablate(doc["table"], scale, str(workdir), progress=lambda m: None,
                        only_tasks=tasks if doc.get("tasks_left_out") else (),

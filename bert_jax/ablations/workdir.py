@@ -48,6 +48,12 @@ _KEYED = ("name", "model", "steps", "seeds", "pretrain_seeds", "sizes", "finetun
           "max_repetition", "task_epochs")  # fmt: skip
 
 
+def shared_settings(scale: Scale) -> dict:
+    """The scale's fields a workdir records on first use and holds every later run to: all but
+    those its finished runs are keyed by (`_KEYED`). Scales equal here can share a workdir."""
+    return {k: v for k, v in dataclasses.asdict(scale).items() if k not in _KEYED}
+
+
 def shard_objective(objective: str) -> str:
     """The create-pretraining-data objective whose shards (without masks) serve `objective`:
     sentence pairs (nsp), swapped pairs (sop) or packed full sentences (MLM-only, ELECTRA)."""
@@ -112,7 +118,7 @@ class Workdir:
         seed only: the rest of the scale, the corpus, the --task data and the built-in suite's
         construction (`suite.VERSION`) are recorded on first use, and a workdir made with other
         values is refused rather than mixed into the new tables."""
-        now = {k: v for k, v in dataclasses.asdict(self.scale).items() if k not in _KEYED}
+        now = shared_settings(self.scale)
         extra = {"corpus": self.corpus, "tasks": self.tasks, "suite_version": suite.VERSION}
         if self.vocab:  # (absent when trained, so workdirs made before the flag still match)
             extra["vocab_file"] = given_vocab.fingerprint(self.vocab)
