@@ -20,6 +20,12 @@ os.environ.setdefault(
     os.path.join(tempfile.gettempdir(), f"bert-jax-tests-jax-cache-{getpass.getuser()}"),
 )
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.1")
+# Likewise the embedded corpus's documents (bert_jax.corpus.embedded_cache): parsed once by the
+# first process that reads them all, read back by every later worker and CLI process.
+os.environ.setdefault(
+    "BERT_JAX_CACHE_DIR",
+    os.path.join(tempfile.gettempdir(), f"bert-jax-tests-cache-{getpass.getuser()}"),
+)
 
 import jax  # noqa: E402
 import pytest  # noqa: E402

@@ -4,12 +4,15 @@ importing (running) any module it reads."""
 from __future__ import annotations
 
 import collections
+import json
+import os
 import re
 import sys
 
 import pytest
 
 from bert_jax.corpus import embedded as embedded_corpus
+from bert_jax.corpus import embedded_cache
 from bert_jax.errors import BertJaxError
 from bert_jax.tokenization import load_vocab
 
@@ -52,10 +55,12 @@ def test_is_real_english(corpus, uncased_vocab):
     assert {"the", "is", "of", "a", "to"} <= top, top
 
 
-def test_deterministic_and_imports_nothing(corpus, tmp_path):
+def test_deterministic_and_imports_nothing(corpus, tmp_path, monkeypatch):
     path, _ = corpus
     before = set(sys.modules)
     # parsed afresh, then replayed from the per-process memo of each file's documents
+    monkeypatch.setenv("BERT_JAX_CACHE_DIR", "")  # not from the disk cache
+    monkeypatch.setattr(embedded_cache, "_loaded", {})
     embedded_corpus._file_documents.cache_clear()
     embedded_corpus._topic_texts.cache_clear()
     for name in ("again.txt", "replayed.txt"):
@@ -64,6 +69,47 @@ def test_deterministic_and_imports_nothing(corpus, tmp_path):
     assert not {"antigravity", "this", "turtle", "tkinter", "idlelib"} & (set(sys.modules) - before)
     docs = list(embedded_corpus.iter_documents(max_documents=3))
     assert len(docs) == 3 and docs[0][0] == "Record of phased-in incompatible language changes."
+
+
+def test_a_complete_pass_is_kept_on_disk_for_later_processes(tmp_path, monkeypatch):
+    monkeypatch.setenv("BERT_JAX_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(embedded_cache, "_loaded", {})
+    first = list(embedded_corpus.iter_documents(max_documents=5, packages=()))
+    assert not (tmp_path / "cache").exists()  # a partial pass stores nothing
+    parsed = list(embedded_corpus.iter_documents(min_sentences=0, packages=()))
+    assert parsed[:5] != first and [d for d in parsed if len(d) >= 2][:5] == first
+    (entry,) = (tmp_path / "cache").glob("embedded-corpus-*.json")
+    # A later process: nothing in memory, and it reads the entry instead of parsing.
+    monkeypatch.setattr(embedded_cache, "_loaded", {})
+    parse = embedded_corpus._parsed_documents
+
+    def no_parsing(files):
+        raise AssertionError("parsed the sources instead of reading the cache")
+
+    monkeypatch.setattr(embedded_corpus, "_parsed_documents", no_parsing)
+    assert list(embedded_corpus.iter_documents(min_sentences=0, packages=())) == parsed
+    assert list(embedded_corpus.iter_documents(max_documents=5, packages=())) == first
+    # A damaged entry is a miss and is written again, never a different corpus.
+    monkeypatch.setattr(embedded_corpus, "_parsed_documents", parse)
+    monkeypatch.setattr(embedded_cache, "_loaded", {})
+    entry.write_text('{"key": "', encoding="utf-8")
+    assert list(embedded_corpus.iter_documents(min_sentences=0, packages=())) == parsed
+    assert len(json.loads(entry.read_text(encoding="utf-8"))["documents"]) == len(parsed)
+    # Off when set empty: nothing is written.
+    monkeypatch.setenv("BERT_JAX_CACHE_DIR", "")
+    assert embedded_cache.cache_dir() is None
+
+
+def test_the_cache_key_follows_every_source_file(tmp_path):
+    files = [tmp_path / "a.py", tmp_path / "b.py"]
+    for f in files:
+        f.write_text('"""A module."""\n')
+    key = embedded_corpus._cache_key(files, ())
+    assert embedded_corpus._cache_key(files, ()) == key
+    assert embedded_corpus._cache_key(files, ("numpy",)) != key
+    assert embedded_corpus._cache_key(files[:1], ()) != key
+    os.utime(files[1], ns=(1, 1))
+    assert embedded_corpus._cache_key(files, ()) != key
 
 
 def test_docstring_cleaning():

@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import functools
+import hashlib
 import importlib.metadata
 import importlib.util
 import inspect
@@ -31,6 +32,7 @@ import sysconfig
 from collections.abc import Iterator
 
 from bert_jax.atomic_write import open_atomic
+from bert_jax.corpus import embedded_cache
 
 # Test suites, GUI/demo code and files that are code rather than prose.
 _SKIP_DIRS = {
@@ -185,7 +187,8 @@ def _parse(path: pathlib.Path, attempts: int = 3) -> ast.Module | None:
 
 # A document as (docstring, its sentences) pairs, before de-duplication against the rest of the
 # corpus. Parsing is most of the corpus's cost and a run (or the test suite) reads it more than
-# once, so each file's documents are kept for the process, keyed by its size and mtime.
+# once, so each file's documents are kept for the process, keyed by its size and mtime; a
+# complete pass is also kept on disk for later processes (bert_jax.corpus.embedded_cache).
 _Document = tuple[tuple[str, tuple[str, ...]], ...]
 
 
@@ -239,8 +242,7 @@ def _documents_of_file(path: pathlib.Path, seen: set[str]) -> Iterator[list[str]
         yield _unseen(document, seen)
 
 
-def _topic_documents(root: pathlib.Path, seen: set[str]) -> Iterator[list[str]]:
-    path = root / "pydoc_data" / "topics.py"
+def _topic_documents(path: pathlib.Path, seen: set[str]) -> Iterator[list[str]]:
     if path.exists():
         for pair in _topic_texts(path, _stamp(path)):
             if pair[0] not in seen:
@@ -267,6 +269,60 @@ def package_versions(packages: tuple[str, ...] = DEFAULT_PACKAGES) -> dict[str, 
     return versions
 
 
+def _topics_file() -> pathlib.Path:
+    return stdlib_dir() / "pydoc_data" / "topics.py"
+
+
+def _reading_order(packages: tuple[str, ...]) -> list[pathlib.Path]:
+    """Every file the corpus reads, in order: the standard library, the language reference's
+    topics, then each installed package of `packages`."""
+    files = [*_source_files(stdlib_dir()), _topics_file()]
+    for name in packages:
+        package_dir = _package_dir(name)
+        if package_dir is not None:
+            files += _source_files(package_dir)
+    return files
+
+
+def _cache_key(files: list[pathlib.Path], packages: tuple[str, ...]) -> str:
+    """What the documents depend on (bert_jax.corpus.embedded_cache): this module's code, the
+    Python version, the packages, and each file's path, size and mtime."""
+    digest = hashlib.sha256(pathlib.Path(__file__).read_bytes())
+    digest.update(f"{platform.python_version()}\0{','.join(packages)}\n".encode())
+    for path in files:
+        stamp = _stamp(path) if path.exists() else (-1, -1)
+        digest.update(f"{path}\0{stamp[0]}\0{stamp[1]}\n".encode())
+    return digest.hexdigest()[:32]
+
+
+def _parsed_documents(files: list[pathlib.Path]) -> Iterator[list[str]]:
+    """Each file's documents, without the texts met before (empty documents included)."""
+    topics = _topics_file()
+    seen: set[str] = set()
+    for path in files:
+        if path == topics:
+            yield from _topic_documents(path, seen)
+        else:
+            yield from _documents_of_file(path, seen)
+
+
+def _all_documents(packages: tuple[str, ...]) -> Iterator[list[str]]:
+    """The de-duplicated documents in reading order: from the disk cache when it holds this
+    key, else parsed; a pass that parses to the end stores its documents for later processes."""
+    files = _reading_order(packages)
+    key = _cache_key(files, packages)
+    cached = embedded_cache.load(key)
+    if cached is not None:
+        for doc in cached:
+            yield list(doc)
+        return
+    parsed: list[list[str]] = []
+    for doc in _parsed_documents(files):
+        parsed.append(doc)
+        yield list(doc)
+    embedded_cache.save(key, parsed)
+
+
 def iter_documents(
     max_documents: int | None = None,
     min_sentences: int = 2,
@@ -275,21 +331,8 @@ def iter_documents(
     """Yields documents (lists of sentences) in a fixed order: the standard library, the language
     reference topics, then the docstrings of `packages` that are installed. Documents with fewer
     than `min_sentences` sentences are skipped."""
-    root = stdlib_dir()
-    seen: set[str] = set()
     count = 0
-
-    def sources() -> Iterator[list[str]]:
-        for path in _source_files(root):
-            yield from _documents_of_file(path, seen)
-        yield from _topic_documents(root, seen)
-        for name in packages:
-            package_dir = _package_dir(name)
-            if package_dir is not None:
-                for path in _source_files(package_dir):
-                    yield from _documents_of_file(path, seen)
-
-    for doc in sources():
+    for doc in _all_documents(tuple(packages)):
         if len(doc) < min_sentences:
             continue
         yield doc
