@@ -94,9 +94,15 @@ def test_suite_is_deterministic_and_readable_by_the_task_readers(tmp_path, uncas
 
     docs = list(embedded.iter_documents(max_documents=400, packages=()))[::4]
     counts = suite.build_suite(docs, str(tmp_path / "a"), 120, 60)
+    suite._MADE.clear()  # built again from the documents, not from this process's last build
     suite.build_suite(docs, str(tmp_path / "b"), 120, 60)
+    assert suite.build_suite(docs, str(tmp_path / "c"), 120, 60) == counts  # from the last one
+    suite.build_suite(docs, str(tmp_path / "seed1"), 120, 60, seed=1)
     for a in sorted((tmp_path / "a").rglob("*.*")):
-        assert a.read_bytes() == (tmp_path / "b" / a.relative_to(tmp_path / "a")).read_bytes()
+        for again in ("b", "c"):
+            assert a.read_bytes() == (tmp_path / again / a.relative_to(tmp_path / "a")).read_bytes()
+    dev = "sst2/dev.tsv"
+    assert (tmp_path / "a" / dev).read_text() != (tmp_path / "seed1" / dev).read_text()
     assert all(c["train"] > 50 and c["dev"] > 20 for c in counts.values()), counts
     doc_of = {" ".join(s.split()): d for d, doc in enumerate(docs) for s in doc}
     index_of = {" ".join(s.split()): i for doc in docs for i, s in enumerate(doc)}

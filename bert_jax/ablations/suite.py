@@ -35,6 +35,9 @@ same corpus text.
 from __future__ import annotations
 
 import collections
+import copy
+import functools
+import hashlib
 import json
 import random
 import re
@@ -52,11 +55,12 @@ _QUESTIONS_PER_SENTENCE = 2  # blanking different words, as SQuAD asks several p
 _PLAIN_WORD = re.compile(r"^[A-Za-z][A-Za-z'-]*[.,;:]?$")
 
 
-def _plain(sentence: str, lo: int = 6, hi: int = 30) -> list[str] | None:
+@functools.cache  # each task reads every sentence, per split: cleared after each build
+def _plain(sentence: str, lo: int = 6, hi: int = 30) -> tuple[str, ...] | None:
     """The sentence's words if it is plain prose of lo..hi words (no code, no tabs)."""
     words = sentence.split()
     if lo <= len(words) <= hi and all(_PLAIN_WORD.match(w) for w in words):
-        return words
+        return tuple(words)
     return None
 
 
@@ -65,7 +69,7 @@ def _word_key(word: str) -> str:
     return word.lower().strip(".,;:")
 
 
-def _content_keys(words: list[str], common: frozenset[str], shortest: int) -> list[str]:
+def _content_keys(words: Sequence[str], common: frozenset[str], shortest: int) -> list[str]:
     """The sentence's distinct content words: alphabetic, not among the common words."""
     keys = (_word_key(w) for w in words)
     return sorted({k for k in keys if k.isalpha() and len(k) >= shortest and k not in common})
@@ -215,21 +219,34 @@ def _cloze_after_context(
     return articles
 
 
-def _write_split(kind: str, out: epath.Path, split: str, rows) -> None:
+def _split_file(kind: str, split: str, rows) -> tuple[str, str]:
+    """The split's file in `kind`'s layout: (its name, its text)."""
     if kind == "sst2":
         lines = ["sentence\tlabel"] + [f"{s}\t{y}" for s, y in rows]
-        write_text_atomic(out / f"{split}.tsv", "\n".join(lines) + "\n")
-    elif kind == "mrpc":
+        return f"{split}.tsv", "\n".join(lines) + "\n"
+    if kind == "mrpc":
         lines = ["Quality\t#1 ID\t#2 ID\t#1 String\t#2 String"]
         lines += [f"{y}\t{2 * i}\t{2 * i + 1}\t{a}\t{b}" for i, (a, b, y) in enumerate(rows)]
-        write_text_atomic(out / f"{split}.tsv", "\n".join(lines) + "\n")
-    elif kind == "conll":
+        return f"{split}.tsv", "\n".join(lines) + "\n"
+    if kind == "conll":
         blocks = ["-DOCSTART- O\n"] + ["\n".join(f"{w} {t}" for w, t in s) + "\n" for s in rows]
-        write_text_atomic(out / ("train.txt" if split == "train" else "valid.txt"),
-                          "\n".join(blocks))  # fmt: skip
-    else:
-        data = {"version": "1.1", "data": rows}
-        write_text_atomic(out / f"{split}-v1.1.json", json.dumps(data, ensure_ascii=False))
+        return ("train.txt" if split == "train" else "valid.txt"), "\n".join(blocks)
+    data = {"version": "1.1", "data": rows}
+    return f"{split}-v1.1.json", json.dumps(data, ensure_ascii=False)
+
+
+# Suites this process has made, by a digest of their inputs: every ablation workdir made from
+# the same text builds the same suite (the tests make many), and a build reads every sentence
+# of the held-out documents several times. The last few are kept.
+_MADE: dict[str, tuple[dict[str, str], dict[str, dict[str, int]]]] = {}
+_KEEP = 4
+
+
+def _inputs_digest(documents: Sequence[list[str]], *settings: int) -> str:
+    digest = hashlib.sha256(json.dumps([VERSION, *settings]).encode())
+    for doc in documents:
+        digest.update(("\n".join(doc) + "\n\n").encode("utf-8"))
+    return digest.hexdigest()
 
 
 def build_suite(
@@ -241,6 +258,24 @@ def build_suite(
 ) -> dict[str, dict[str, int]]:
     """Writes `<out_dir>/<kind>/` for every kind; returns the example counts per kind and split.
     Even-numbered documents feed the train splits, odd-numbered ones the dev splits."""
+    key = _inputs_digest(documents, train_examples, dev_examples, seed)
+    if key not in _MADE:
+        try:
+            _MADE[key] = _build(documents, train_examples, dev_examples, seed)
+        finally:
+            _plain.cache_clear()
+        while len(_MADE) > _KEEP:
+            del _MADE[next(iter(_MADE))]
+    files, counts = _MADE[key]
+    for name, text in files.items():
+        path = epath.Path(out_dir) / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(path, text)
+    return copy.deepcopy(counts)
+
+
+def _build(documents, train_examples: int, dev_examples: int, seed: int) -> tuple[dict, dict]:
+    """The suite's files ({"<kind>/<file>": text}) and its example counts."""
     words = collections.Counter(_word_key(w) for doc in documents for s in doc for w in s.split())
     common = frozenset(w for w, _ in words.most_common(_COMMON_WORDS))
     makers = {
@@ -249,20 +284,20 @@ def build_suite(
         "conll": _replaced_words,
         "squad": lambda docs, n, rng, split: _cloze_after_context(docs, n, rng, split, common),
     }
+    files: dict[str, str] = {}
     counts: dict[str, dict[str, int]] = {}
     for kind in KINDS:
-        out = epath.Path(out_dir) / kind
-        out.mkdir(parents=True, exist_ok=True)
         counts[kind] = {}
         for split, parity, n in (("train", 0, train_examples), ("dev", 1, dev_examples)):
             docs = list(documents[parity::2])
             rng = random.Random(f"{seed}/{kind}/{split}")
             args = (docs, n, rng, split) if kind == "squad" else (docs, n, rng)
             rows = makers[kind](*args)
-            _write_split(kind, out, split, rows)
+            name, text = _split_file(kind, split, rows)
+            files[f"{kind}/{name}"] = text
             counts[kind][split] = (
                 sum(len(p["qas"]) for a in rows for p in a["paragraphs"])
                 if kind == "squad"
                 else len(rows)
             )
-    return counts
+    return files, counts
