@@ -2,9 +2,9 @@
 127.0.0.1, gloo CPU collectives, 4 CPU devices each, FSDP over all 8) run the tiny pretraining
 config on real shards, each reading only its own shard file. Checked against one process (this
 one, 8 devices) fed the same global batches:
-- from scratch: the same per-step losses; only process 0 writes metrics and TensorBoard events;
-- SIGTERM to one process: both save the same step (JAX's preemption sync point) and stop, and a
-  rerun continues to the uninterrupted run's losses, bitwise;
+- from scratch, with a SIGTERM to one process part-way: both save the same step (JAX's preemption
+  sync point) and stop, and a rerun continues to the single process's per-step losses; only
+  process 0 writes metrics and TensorBoard events (one file per launch);
 - from an init_checkpoint (no host gathers the sharded model): the single-process losses, and
   the Hugging Face export (written by process 0) holds the trained weights;
 - fine-tuning: both processes report the single-process dev metrics, written once by process 0.
@@ -46,8 +46,9 @@ WORKER = textwrap.dedent(
     """
 )
 
-# Every test here starts two JAX processes (directly or through a shared fixture): 40-270 s each
-# measured on the shared 2-core machine, 15.5 min for the module.
+# Every test here starts two JAX processes (directly or through a shared fixture): four launches,
+# 196 s for the module on one core with an empty compilation cache (2026-12-02; five launches took
+# 228 s).
 pytestmark = pytest.mark.slow
 
 
@@ -217,43 +218,47 @@ def _single_process_losses(config: dict, workdir: pathlib.Path, steps: int) -> l
 
 
 @pytest.fixture(scope="module")
-def two_process_run(shards, tmp_path_factory) -> pathlib.Path:
+def two_process_run(shards, tmp_path_factory) -> dict:
+    """The two-process run from scratch, stopped by a SIGTERM to process 1 at its third batch
+    and run again to the end: one run serves the equivalence and the preemption checks (a
+    separate uninterrupted launch cost the suite about 40 s)."""
+    from bert_jax.checkpoint import Checkpointer
+
     workdir = tmp_path_factory.mktemp("mp_run")
-    assert _launch("pretrain", shards, workdir) == [{"preempted": False, "step": STEPS}] * 2
-    return workdir
+    first = _launch("pretrain", shards, workdir, sigterm_process=1, sigterm_at_batch=3)
+    ckpt = Checkpointer(workdir / "checkpoints", read_only=True, async_save=False)
+    saved_steps = ckpt.all_steps()
+    ckpt.close()
+    saved = sorted(p.name for p in (workdir / "checkpoints").glob("*/input/process_*"))
+    again = _launch("pretrain", shards, workdir)
+    return {"workdir": workdir, "first": first, "saved_steps": saved_steps,
+            "input_states": saved, "again": again}  # fmt: skip
 
 
 def test_two_processes_give_the_losses_of_one(shards, two_process_run, tmp_path):
     single = _single_process_losses(shards, tmp_path, STEPS)
-    multi = _losses(two_process_run)
-    print("one process:", single, "\ntwo processes:", multi)
+    multi = _losses(two_process_run["workdir"])
+    print("one process:", single, "\ntwo processes, preempted and resumed:", multi)
     assert single[-1] < single[0]  # it trains
     np.testing.assert_allclose(multi, single, rtol=2e-5)
 
 
 def test_only_process_zero_writes_metrics_and_events(two_process_run):
-    _losses(two_process_run)  # one record per step, not one per process
-    events = list((two_process_run / "tensorboard").glob("events.out.tfevents.*"))
-    assert len(events) == 1
-    assert (two_process_run / "config.json").exists()
+    workdir = two_process_run["workdir"]
+    _losses(workdir)  # one record per step, not one per process nor per launch
+    events = list((workdir / "tensorboard").glob("events.out.tfevents.*"))
+    assert len(events) == 2  # process 0's, one per launch
+    assert (workdir / "config.json").exists()
 
 
-def test_sigterm_to_one_process_saves_the_same_step_on_both(shards, two_process_run, tmp_path):
-    from bert_jax.checkpoint import Checkpointer
-
-    first = _launch("pretrain", shards, tmp_path, sigterm_process=1, sigterm_at_batch=3)
+def test_sigterm_to_one_process_saves_the_same_step_on_both(two_process_run):
+    first = two_process_run["first"]
     assert first[0] == first[1], first  # both stopped after saving the same step
     step = first[0]["step"]
     assert first[0]["preempted"] and 3 <= step < STEPS, first
-    ckpt = Checkpointer(tmp_path / "checkpoints", read_only=True, async_save=False)
-    assert ckpt.all_steps() == [step]  # the preemption save (periodic saves are every 1000)
-    ckpt.close()
-    saved = (tmp_path / "checkpoints" / str(step) / "input").glob("process_*")
-    assert sorted(p.name for p in saved) == ["process_0-of-2.json", "process_1-of-2.json"]
-
-    again = _launch("pretrain", shards, tmp_path)
-    assert again == [{"preempted": False, "step": STEPS}] * 2
-    assert _losses(tmp_path) == _losses(two_process_run)  # bitwise, step by step
+    assert two_process_run["saved_steps"] == [step]  # the preemption save (periodic: every 1000)
+    assert two_process_run["input_states"] == ["process_0-of-2.json", "process_1-of-2.json"]
+    assert two_process_run["again"] == [{"preempted": False, "step": STEPS}] * 2
 
 
 @pytest.fixture(scope="module")
@@ -261,7 +266,7 @@ def from_init_checkpoint(shards, two_process_run, tmp_path_factory) -> dict:
     """Two processes continue from the two-process run's weights (FSDP over both) for 3 steps
     and export a Hugging Face model."""
     root = tmp_path_factory.mktemp("mp_init")
-    config = dict(shards, init_checkpoint=str(two_process_run), train_steps=3,
+    config = dict(shards, init_checkpoint=str(two_process_run["workdir"]), train_steps=3,
                   export_hf_dir=str(root / "hf"))  # fmt: skip
     assert _launch("pretrain", config, root / "run") == [{"preempted": False, "step": 3}] * 2
     return {"config": config, "workdir": root / "run", "hf": root / "hf"}
@@ -273,7 +278,7 @@ def test_init_checkpoint_on_two_processes_gives_the_losses_of_one(
     single = _single_process_losses(from_init_checkpoint["config"], tmp_path, 3)
     multi = _losses(from_init_checkpoint["workdir"], 3)
     np.testing.assert_allclose(multi, single, rtol=2e-5)
-    scratch = _losses(two_process_run)
+    scratch = _losses(two_process_run["workdir"])
     assert multi[0] < scratch[0] - 0.5, (multi, scratch)  # it starts from the trained weights
 
 
