@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 
 import pytest
 
@@ -76,7 +77,8 @@ def test_calibration_chooses_each_arms_rate_on_train(tmp_path, monkeypatch, tiny
             held.pop().release()
 
     monkeypatch.setattr(run, "RETRY_SECONDS", 0.0)
-    doc = ablate("calibration", scale, str(tmp_path), progress=progress)
+    units = tmp_path / "units"  # every finished job kept as it ends, as a sweep's would be
+    doc = ablate("calibration", scale, str(tmp_path), progress=progress, units_dir=str(units))
     ((message, other_rate_done),) = seen
     assert "lr0.001: in use by another run" in message and other_rate_done and not held
     assert list(doc["arms"]) == [RANDOM_INIT, calibration.CEILING]
@@ -123,3 +125,20 @@ def test_calibration_chooses_each_arms_rate_on_train(tmp_path, monkeypatch, tiny
     assert f"| ceiling: {calibration.CEILING} (calibration) | {median:.2f} |" in shown
     shown = report.markdown({**table5, "ceiling": other})
     assert f"(calibration, at another fine-tuning budget) | {median:.2f} |" in shown
+    # The ceiling's fine-tunings are a unit too, its manifest naming the released checkpoint.
+    # --carry (and a units run stopped by a signal) keeps the runs that finished inside an
+    # unfinished job: here both rate-choice runs, not the fine-tuning whose score is gone.
+    unit = units / "quick" / "released-MiniLM-L6"
+    manifest = json.loads((unit / "manifest.json").read_text())
+    assert manifest["checkpoint"] == str(tiny_hf_dir) and manifest["steps"] == 0, manifest
+    trials = "finetune/released-MiniLM-L6/sst2/choose-*/lr*/eval_results.json"
+    final = ceiling_run.relative_to(tmp_path)
+    assert len(list(unit.glob(trials))) == 2 and (unit / final / "eval_results.json").exists()
+    shutil.rmtree(unit)
+    (ceiling_run / "eval_results.json").unlink()
+    said: list[str] = []
+    assert ablate("calibration", scale, str(tmp_path), progress=said.append, units_dir=str(units),
+                  units=((calibration.CEILING, 0),), carry=True) is None  # fmt: skip
+    assert any(m.startswith("kept ") for m in said), said
+    assert len(list(unit.glob(trials))) == 2 and (unit / "manifest.json").exists()
+    assert not (unit / final / "eval_results.json").exists()

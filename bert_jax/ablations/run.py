@@ -213,6 +213,18 @@ def _carry(
     return said
 
 
+def _keep_finished(
+    store: Units, harness: Harness, jobs: list[Job], progress: Callable[[str], None]
+) -> None:
+    """The finished runs of unfinished jobs kept (a job's rate-choice runs finish one by one,
+    long before the job does), said; a failure is said, never put in place of what stopped."""
+    try:
+        if added := keep(store, harness, jobs):
+            progress(f"kept {added} files of finished runs in {store.root}")
+    except Exception as e:
+        progress(f"keeping the finished runs failed: {e}")
+
+
 def ablate(
     table: str,
     scale: Scale,
@@ -236,9 +248,10 @@ def ablate(
     or sentencepiece model to use instead of training one (bert_jax.ablations.given_vocab).
     `assemble`: train nothing; the table from every finished unit in `units_dir`, each arm over
     as many pretraining runs as it has there (bert_jax.ablations.assembly). `carry`: train
-    nothing; copy the unfinished `units`' latest pretraining checkpoints into them, to be
-    continued on another machine (bert_jax.ablations.units; a units run that stops on an error
-    or signal carries them itself)."""
+    nothing; keep the `units`' finished runs (a killed job's finished rate-choice runs too) and
+    copy their unfinished latest pretraining checkpoints into them, to be continued on another
+    machine (bert_jax.ablations.units; a units run that stops on an error or signal does both
+    itself)."""
     if assemble and (units or not units_dir):
         raise BertJaxError("--assemble: give --units_dir (the units to assemble the table from) "
                            "and no --units")  # fmt: skip
@@ -263,6 +276,7 @@ def ablate(
         jobs = unit_jobs(table, arms, scale, jobs, units)
         if carry:
             theirs = [job for _, job in sibling_jobs(table, scale, jobs)]
+            _keep_finished(store, harness, [*jobs, *theirs], progress)
             if not _carry(store, harness, [*jobs, *theirs], progress):
                 progress(f"nothing to carry: units {units_text} are finished or have no "
                          f"checkpoint in {harness.root}")  # fmt: skip
@@ -288,6 +302,7 @@ def ablate(
         try:
             done = _run_units(jobs, siblings, harness, table, tasks, progress, kept)
         except BaseException:  # SIGTERM at a stop's end, Ctrl-C, a fault: carry what is made
+            _keep_finished(store, harness, [*jobs, *(job for _, job in siblings)], progress)
             _carry(store, harness, [*jobs, *(job for _, job in siblings)], progress)
             raise
         added.append(keep(store, harness, done))

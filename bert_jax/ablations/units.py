@@ -220,7 +220,7 @@ class Units:
         """Copies the workdir's finished runs of each pretraining run's unit out, with their
         manifests; returns the files added."""
         added = 0
-        for run in {r.key: r for r in runs if not r.checkpoint}.values():
+        for run in {r.key: r for r in runs}.values():  # a released model's fine-tunings too
             unit = self.root / run.key
             if (unit / MANIFEST).exists():
                 self._check(unit)
@@ -241,6 +241,7 @@ class Units:
         return {
             "unit": run.key, "scale": self.harness.scale.name, "objective": run.objective,
             "model": run.model, "steps": run.steps, "mix": run.mix, "pretraining_seed": run.seed,
+            **({"checkpoint": run.checkpoint} if run.checkpoint else {}),
             **self.harness.digests(),
             "made_by": provenance.made_by(
                 r.parent for r in provenance.files_under(unit, "run_time.json")

@@ -126,9 +126,10 @@ _ASSEMBLE = flags.DEFINE_bool(
     "each arm over as many pretraining runs as it has there; arms with none are left out."
 )  # fmt: skip
 _CARRY = flags.DEFINE_bool(
-    "carry", False, "Train nothing: copy the latest pretraining checkpoints (weights and "
-    "optimizer state) of the unfinished --units into --units_dir, where a run of the same units "
-    "on another machine continues them (a --units run stopped by SIGTERM does this itself)."
+    "carry", False, "Train nothing: keep the finished runs of the --units in --units_dir (a "
+    "killed job's finished rate-choice runs too) and copy their unfinished latest pretraining "
+    "checkpoints (weights and optimizer state) there, where a run of the same units on another "
+    "machine continues them (a --units run stopped by SIGTERM does this itself)."
 )  # fmt: skip
 _TPU_NAME = flags.DEFINE_string("tpu_name", "", "--scale tpu: the TPU VM to launch on.")
 _TOPOLOGY = flags.DEFINE_string(
