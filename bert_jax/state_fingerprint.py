@@ -24,12 +24,9 @@ def _as_words(x: jax.Array) -> jax.Array:
     return jnp.sum(words.astype(jnp.uint32), dtype=jnp.uint32)
 
 
-# One small program per leaf shape, dtype and sharding, shared by every state of the process. A
-# program over a whole leaf list compiled anew for each model's state (2026-12-02, one CPU core:
-# 0.6-0.8 s for a tiny BERT's params and Adam moments, 1.9 s for BERT-base's; 173 such programs
-# in one run of the test suite); per-leaf programs cost about that once per process, and the
-# sums are the same (integer addition mod 2**32 does not depend on the order).
-_leaf_sum = jax.jit(_as_words)
+@jax.jit
+def _leaf_sums(leaves: list[jax.Array]) -> list[jax.Array]:
+    return [_as_words(x) for x in leaves]
 
 
 def state_fingerprint(state: Any) -> dict[str, int]:
@@ -42,6 +39,6 @@ def state_fingerprint(state: Any) -> dict[str, int]:
         fields = dict(state)
     out = {}
     for name, tree in fields.items():
-        sums = jax.device_get([_leaf_sum(x) for x in jax.tree.leaves(tree)])
+        sums = jax.device_get(_leaf_sums(jax.tree.leaves(tree)))
         out[name] = sum((i + 1) * int(v) for i, v in enumerate(sums)) % (1 << 61)
     return out
