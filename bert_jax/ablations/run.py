@@ -213,16 +213,19 @@ def _carry(
     return said
 
 
-def _keep_finished(
+def _keep_and_carry(
     store: Units, harness: Harness, jobs: list[Job], progress: Callable[[str], None]
-) -> None:
-    """The finished runs of unfinished jobs kept (a job's rate-choice runs finish one by one,
-    long before the job does), said; a failure is said, never put in place of what stopped."""
+) -> list[str]:
+    """What an unfinished units run has made, saved in its units: the finished runs of its
+    unfinished jobs (a job's rate-choice runs finish one by one, long before the job does), then
+    its pretraining checkpoints (`_carry`, whose lines are returned). A failed keep is said,
+    never put in place of what stopped the run."""
     try:
         if added := keep(store, harness, jobs):
             progress(f"kept {added} files of finished runs in {store.root}")
     except Exception as e:
         progress(f"keeping the finished runs failed: {e}")
+    return _carry(store, harness, jobs, progress)
 
 
 def ablate(
@@ -276,8 +279,7 @@ def ablate(
         jobs = unit_jobs(table, arms, scale, jobs, units)
         if carry:
             theirs = [job for _, job in sibling_jobs(table, scale, jobs)]
-            _keep_finished(store, harness, [*jobs, *theirs], progress)
-            if not _carry(store, harness, [*jobs, *theirs], progress):
+            if not _keep_and_carry(store, harness, [*jobs, *theirs], progress):
                 progress(f"nothing to carry: units {units_text} are finished or have no "
                          f"checkpoint in {harness.root}")  # fmt: skip
             return None
@@ -302,8 +304,7 @@ def ablate(
         try:
             done = _run_units(jobs, siblings, harness, table, tasks, progress, kept)
         except BaseException:  # SIGTERM at a stop's end, Ctrl-C, a fault: carry what is made
-            _keep_finished(store, harness, [*jobs, *(job for _, job in siblings)], progress)
-            _carry(store, harness, [*jobs, *(job for _, job in siblings)], progress)
+            _keep_and_carry(store, harness, [*jobs, *(job for _, job in siblings)], progress)
             raise
         added.append(keep(store, harness, done))
         store.drop_carried(arm.pretrain for arm, _, _ in jobs)
