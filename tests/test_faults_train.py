@@ -225,6 +225,34 @@ def test_corrupt_values_that_restore_cleanly_differ_from_the_checksum(trainer, s
     ckpt.close()
 
 
+def test_checksum_on_the_host_is_the_devices_checksum():
+    """Arrays in this host's memory are summed with numpy (no program to compile for each state);
+    the program that sums them on their devices (accelerators, several hosts) gives the same
+    words, every dtype of a TrainState and sharded arrays alike, so either verifies the other's
+    checkpoints. Each leaf's sum also changes with one flipped bit."""
+    import jax.numpy as jnp
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    from bert_jax import state_fingerprint as fp
+
+    key = jax.random.key(3)
+    mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ("data", "fsdp"))
+    leaves = [
+        jax.random.normal(key, (7, 5)), jax.random.normal(key, (4,)).astype(jnp.bfloat16),
+        jnp.arange(9, dtype=jnp.int32) - 4, jnp.array([True, False, True]), jax.random.key(5),
+        jax.random.PRNGKey(1), 3, np.float64(2.5), np.arange(3, dtype=np.int64) * -7,
+        jnp.full((5,), -1.0, jnp.float16), jnp.full((1000,), 200, jnp.uint8),
+        jax.device_put(jax.random.normal(key, (8, 16)), NamedSharding(mesh, PartitionSpec(
+            "data", "fsdp"))),
+        jax.device_put(jnp.ones((4, 4)), NamedSharding(mesh, PartitionSpec())),
+    ]  # fmt: skip
+    on_devices = jax.device_get(fp._leaf_sums([jnp.asarray(x) for x in leaves]))
+    assert fp.leaf_sums(leaves) == [int(v) for v in on_devices]
+    flipped = np.asarray(leaves[0]).copy()
+    flipped.view(np.uint32)[3, 2] ^= 1 << 17
+    assert fp.leaf_sums([flipped]) != fp.leaf_sums(leaves[:1])
+
+
 @orbax_failure
 def test_deleted_metadata_falls_back_to_previous_step(trainer, saved, tmp_path):
     workdir = _copy(saved, tmp_path)
