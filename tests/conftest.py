@@ -27,6 +27,11 @@ os.environ.setdefault(
     os.path.join(tempfile.gettempdir(), f"bert-jax-tests-cache-{getpass.getuser()}"),
 )
 
+from cpu_compile import with_test_flags  # noqa: E402
+
+# Before JAX starts: the test processes compile at LLVM's level 1 (tests/cpu_compile.py).
+os.environ["XLA_FLAGS"] = with_test_flags(os.environ.get("XLA_FLAGS", ""))
+
 import jax  # noqa: E402
 import pytest  # noqa: E402
 

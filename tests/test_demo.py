@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 
+import cpu_compile
 import matplotlib.image
 import numpy as np
 import pytest
@@ -18,7 +19,7 @@ import pytest
 def test_demo_runs_every_stage(tmp_path):
     repo = pathlib.Path(__file__).resolve().parents[1]
     env = dict(os.environ, JAX_PLATFORMS="cpu")
-    env.pop("XLA_FLAGS", None)
+    env["XLA_FLAGS"] = cpu_compile.FLAGS  # not the environment's device count
     cmd = [sys.executable, "-m", "bert_jax.cli", "demo", f"--workdir={tmp_path}",
            "--train_steps=30", "--corpus=snapshot", "--corpus_mb=0.3",
            "--vocab_size=1000"]  # fmt: skip

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 
+import cpu_compile
 import numpy as np
 from test_input_pipeline import L, P, write_shards
 
@@ -51,7 +52,7 @@ def test_two_jax_processes_form_one_global_batch(tmp_path):
         s.bind(("localhost", 0))
         port = s.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_NUM_CPU_DEVICES")}
-    env["JAX_PLATFORMS"] = "cpu"
+    env.update(JAX_PLATFORMS="cpu", XLA_FLAGS=cpu_compile.FLAGS)
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", WORKER, str(port), str(pid), pattern, str(L), str(P)],

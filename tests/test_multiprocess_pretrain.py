@@ -21,6 +21,7 @@ import subprocess
 import sys
 import textwrap
 
+import cpu_compile
 import numpy as np
 import pytest
 
@@ -144,7 +145,7 @@ def _launch(kind: str, config: dict, workdir: pathlib.Path, **job) -> list[dict]
     job.update(kind=kind, config=config, workdir=str(workdir), tests_dir=str(ROOT / "tests"))
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_NUM_CPU_DEVICES")}
-    env["JAX_PLATFORMS"] = "cpu"
+    env.update(JAX_PLATFORMS="cpu", XLA_FLAGS=cpu_compile.FLAGS)
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", WORKER, str(port), str(pid), json.dumps(job)],

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 
+import cpu_compile
 import numpy as np
 import pytest
 
@@ -214,7 +215,7 @@ def test_workers_and_a_killed_run_give_the_same_shards(teachers, tmp_path):
         "--pairing=mixed",
         "--max_transfer_examples=6000",
     ]
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env = dict(os.environ, XLA_FLAGS=cpu_compile.FLAGS)  # not the environment's device count
     assert subprocess.run(cmd(clean), env=env, capture_output=True, timeout=600).returncode == 0
     # SIGKILLed while its fourth shard is being written (whole under its temporary name, not
     # yet renamed: a resume used to leave that file behind).

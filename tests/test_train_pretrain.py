@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 
+import cpu_compile
 import ml_collections
 import numpy as np
 import pytest
@@ -176,7 +177,7 @@ def _losses(workdir) -> dict[int, float]:
 def test_sigkill_then_sigterm_then_rerun_resumes_bitwise(data, tmp_path):
     repo = pathlib.Path(__file__).resolve().parents[1]
     env = dict(os.environ, JAX_PLATFORMS="cpu")
-    env.pop("XLA_FLAGS", None)
+    env["XLA_FLAGS"] = cpu_compile.FLAGS  # not the environment's device count
     run = dict(cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
     killed = tmp_path / "killed"
