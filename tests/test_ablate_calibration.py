@@ -140,5 +140,6 @@ def test_calibration_chooses_each_arms_rate_on_train(tmp_path, monkeypatch, tiny
     assert ablate("calibration", scale, str(tmp_path), progress=said.append, units_dir=str(units),
                   units=((calibration.CEILING, 0),), carry=True) is None  # fmt: skip
     assert any(m.startswith("kept ") for m in said), said
+    assert said[-1].startswith("no pretraining checkpoint to carry for units MiniLM-L6 "), said
     assert len(list(unit.glob(trials))) == 2 and (unit / "manifest.json").exists()
     assert not (unit / final / "eval_results.json").exists()

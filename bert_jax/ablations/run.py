@@ -280,8 +280,9 @@ def ablate(
         if carry:
             theirs = [job for _, job in sibling_jobs(table, scale, jobs)]
             if not _keep_and_carry(store, harness, [*jobs, *theirs], progress):
-                progress(f"nothing to carry: units {units_text} are finished or have no "
-                         f"checkpoint in {harness.root}")  # fmt: skip
+                progress(f"no pretraining checkpoint to carry for units {units_text}: they "
+                         "are finished, start from a released model, or have none in "
+                         f"{harness.root}")  # fmt: skip
             return None
     used = None
     if assemble:
