@@ -3,3 +3,8 @@
 
 class BertJaxError(Exception):
     """A problem with user input (file, flag, config value) that the message fully explains."""
+
+
+class StoppedAndSaved(BertJaxError):
+    """Training stopped by SIGTERM after saving its step: unfinished, but its steps are kept and
+    a rerun continues from them."""

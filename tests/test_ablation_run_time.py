@@ -1,5 +1,6 @@
-"""Run-time records of ablation runs (bert_jax.ablations.run_time): attempts add up, a failed
-attempt records nothing, and a table's sum counts each run once."""
+"""Run-time records of ablation runs (bert_jax.ablations.run_time): attempts add up, one
+stopped by SIGTERM after saving counts, a failed one records nothing, and a table's sum counts
+each run once."""
 
 import itertools
 
@@ -7,6 +8,7 @@ import pytest
 from etils import epath
 
 from bert_jax.ablations import run_time
+from bert_jax.errors import StoppedAndSaved
 
 
 def test_attempts_add_up_and_each_run_counts_once(tmp_path, monkeypatch):
@@ -20,11 +22,13 @@ def test_attempts_add_up_and_each_run_counts_once(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError):
         run_time.timed(tune, lambda: (_ for _ in ()).throw(RuntimeError("killed")))
     assert run_time.seconds(tune) is None  # a failed attempt records nothing
+    with pytest.raises(StoppedAndSaved):  # its saved steps are continued: their time counts
+        run_time.timed(tune, lambda: (_ for _ in ()).throw(StoppedAndSaved("SIGTERM")))
     run_time.timed(tune, lambda: None)
-    assert run_time.seconds(pre) == 1800.0 and run_time.seconds(tune) == 900.0
+    assert run_time.seconds(pre) == 1800.0 and run_time.seconds(tune) == 1800.0
     spent = run_time.spent([("pretraining", pre), ("finetuning", tune), ("pretraining", pre),
                             ("choosing", old)])  # fmt: skip
-    assert spent == {"pretraining_h": 0.5, "choosing_h": 0.0, "finetuning_h": 0.25, "runs": 3,
+    assert spent == {"pretraining_h": 0.5, "choosing_h": 0.0, "finetuning_h": 0.5, "runs": 3,
                      "untimed_runs": 1}  # fmt: skip
 
 

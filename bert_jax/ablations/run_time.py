@@ -1,7 +1,8 @@
 """What a table's runs cost: each pretraining and fine-tuning run adds its wall seconds to
-`RUN/run_time.json` when an attempt finishes, so a table continued over several invocations
-(or after a crash) still adds up to what its runs took. An attempt that is killed loses its
-seconds (the steps it checkpointed are kept). The table's JSON `compute` sums them per part:
+`RUN/run_time.json` when an attempt finishes or is stopped by SIGTERM after saving its step,
+so a table continued over several invocations (or after a crash) still adds up to what its runs
+took. An attempt that is killed or fails loses its seconds (the steps it checkpointed are
+kept). The table's JSON `compute` sums them per part:
 
     {"pretraining_h": 2.41, "choosing_h": 0.62, "finetuning_h": 1.38, "runs": 171,
      "untimed_runs": 0}
@@ -29,6 +30,7 @@ from etils import epath
 
 from bert_jax.ablations import provenance
 from bert_jax.atomic_write import write_json_atomic
+from bert_jax.errors import StoppedAndSaved
 
 FILE = "run_time.json"
 PARTS = ("pretraining", "choosing", "finetuning")
@@ -49,15 +51,24 @@ def seconds(run_dir: epath.Path) -> float | None:
 
 
 def timed(run_dir: epath.Path, attempt: Callable[[], T]) -> T:
-    """Runs `attempt` and adds its wall seconds to `run_dir`'s record."""
+    """Runs `attempt` and adds its wall seconds to `run_dir`'s record, also when it stopped on
+    SIGTERM after saving its step: a rerun continues from that step, so those seconds were
+    spent on the run (a stopped rate-choice run of an hour lost them before 2026-12-02)."""
     start = time.monotonic()
-    result = attempt()
-    took = time.monotonic() - start
+    try:
+        result = attempt()
+    except StoppedAndSaved:
+        _add(run_dir, time.monotonic() - start)
+        raise
+    _add(run_dir, time.monotonic() - start)
+    return result
+
+
+def _add(run_dir: epath.Path, took: float) -> None:
     record = _record(run_dir) or {"seconds": 0.0, "attempts": 0}
     record = {"seconds": round(record["seconds"] + took, 1), "attempts": record["attempts"] + 1,
               "commit": provenance.commit(), "device": provenance.device()}  # the last attempt's
     write_json_atomic(run_dir / FILE, record)
-    return result
 
 
 def spent(runs: Iterable[tuple[str, epath.Path]]) -> dict:

@@ -32,7 +32,7 @@ import numpy as np
 from etils import epath
 
 from bert_jax.checkpoint import Checkpointer
-from bert_jax.errors import BertJaxError
+from bert_jax.errors import BertJaxError, StoppedAndSaved
 from bert_jax.train import mesh as mesh_lib
 from bert_jax.train.lock import WorkdirLock
 from bert_jax.train.peak import PeakTracker
@@ -55,7 +55,7 @@ class TrainResult:
         line): after a SIGTERM the saved step is not the end, and what followed would pass
         for a finished run's."""
         if self.preempted:
-            raise BertJaxError(
+            raise StoppedAndSaved(
                 f"{workdir}: training stopped by SIGTERM at step {int(self.state.step)} of "
                 f"{total_steps} and saved it; unfinished, it was neither scored nor exported. "
                 "Rerun the same command to finish"
