@@ -122,7 +122,7 @@ def gcs_env():
 
 
 def _run(env: dict, args: list[str], **kw) -> subprocess.Popen | subprocess.CompletedProcess:
-    full = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_NUM_CPU_DEVICES")}
+    full = {k: v for k, v in os.environ.items() if k != "JAX_NUM_CPU_DEVICES"}
     full.update(env, JAX_PLATFORMS="cpu", XLA_FLAGS=cpu_compile.FLAGS)
     cmd = [sys.executable, "-m", "bert_jax.cli", *args]
     opts = dict(cwd=ROOT, env=full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

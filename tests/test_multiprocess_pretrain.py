@@ -144,7 +144,7 @@ def _launch(kind: str, config: dict, workdir: pathlib.Path, **job) -> list[dict]
     """Runs `job` in two processes; returns each one's RESULT."""
     job.update(kind=kind, config=config, workdir=str(workdir), tests_dir=str(ROOT / "tests"))
     port = _free_port()
-    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_NUM_CPU_DEVICES")}
+    env = {k: v for k, v in os.environ.items() if k != "JAX_NUM_CPU_DEVICES"}
     env.update(JAX_PLATFORMS="cpu", XLA_FLAGS=cpu_compile.FLAGS)
     procs = [
         subprocess.Popen(
