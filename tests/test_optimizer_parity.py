@@ -224,7 +224,10 @@ def test_schedules_follow_their_formulas_at_every_step(total, warmup):
     hf = transformers.get_linear_schedule_with_warmup(opt, warmup, total)
     for step in range(total + 3):
         want = _reference_lr(step, 3e-4, total, warmup)
-        np.testing.assert_allclose(float(reference(step)), want, rtol=1e-6, atol=1e-12)
+        # Computed as the compiled step computes it: step x float32(1/total), so near the end,
+        # where 1 - step/total cancels, it is off by up to an ulp of 1 (2^-23) times the peak.
+        np.testing.assert_allclose(float(reference(step)), want, rtol=1e-6, atol=3e-4 * 2**-23,
+                                   err_msg=f"step {step}")  # fmt: skip
     for step in range(total):  # the steps that train (with warmup = total the two part at step
         # `total`: transformers' 0, ours the peak, which no step uses)
         np.testing.assert_allclose(float(linear(step)), opt.param_groups[0]["lr"], rtol=1e-5,

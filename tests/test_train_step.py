@@ -206,6 +206,30 @@ def test_reference_schedule_and_decay_mask():
     assert not mask["predictions"]["output_bias"]
 
 
+def test_runs_differing_in_rate_and_length_share_one_step_with_the_same_arithmetic():
+    """The schedule's numbers are the step's input: two runs of one model and batch that differ in
+    rate, steps, warmup and head rate lower to one program; and each schedule, jitted with its
+    numbers as inputs, gives every step's rate bit for bit as with them as constants (XLA's
+    rewrite of x / L into x * (1/L), folded with the peak, is what the numbers reproduce)."""
+    from bert_jax.train.schedules import schedule_numbers, schedule_of_numbers
+
+    texts = []
+    for lr, steps, warmup in ((1e-3, 10, 2), (3e-4, 1875, 187)):
+        trainer = build_trainer(_config(learning_rate=lr, train_steps=steps, warmup_steps=warmup),
+                                _task(), _mesh(1, 1, 1))  # fmt: skip
+        lowered = trainer.train_step.lower(trainer.abstract_state(), trainer.batch_specs())
+        texts.append(lowered.as_text(debug_info=False))
+    assert texts[0] == texts[1]
+    for kind, peak, total, warmup in (("reference", 7e-4, 1875, 187), ("reference", 5e-5, 37, 0),
+                                      ("linear", 3e-3, 8, 3), ("wsd", 1e-3, 313, 31)):  # fmt: skip
+        numbers = schedule_numbers(peak, total, warmup, kind, 0.1, "1-sqrt")
+        steps = jax.numpy.arange(total + 3)
+        constants = jax.jit(jax.vmap(learning_rate_schedule(peak, total, warmup, kind)))(steps)
+        traced = jax.jit(lambda s, n, k=kind, w=warmup: jax.vmap(
+            schedule_of_numbers(k, n, w > 0))(s))(steps, numbers)  # fmt: skip
+        assert np.asarray(traced).tobytes() == np.asarray(constants).tobytes(), kind
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("objective", ["mlm_nsp", "ltr"])
 def test_gradient_accumulation_matches_the_full_batch(objective):

@@ -21,6 +21,7 @@ Schedules (`reference`, `linear`, `constant`, `wsd`): bert_jax.train.schedules.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import jax
@@ -29,7 +30,8 @@ import optax
 
 from bert_jax.errors import BertJaxError
 from bert_jax.train.schedules import SCHEDULES as SCHEDULES  # re-exported
-from bert_jax.train.schedules import learning_rate_schedule
+from bert_jax.train.schedules import learning_rate_schedule as learning_rate_schedule
+from bert_jax.train.schedules import schedule_numbers, schedule_of_numbers
 from bert_jax.train.settings import train_settings
 
 OPTIMIZERS = ("adamw", "adam_reference", "lamb", "stable_adamw")
@@ -116,14 +118,25 @@ def scale_by_stable_adam(
     return optax.GradientTransformation(init, update)
 
 
-def make_optimizer(config: Any) -> tuple[optax.GradientTransformation, optax.Schedule]:
-    """The optimizer and schedule of a config's (or TrainSettings') optimizer, learning_rate,
-    train_steps, warmup_steps, schedule, weight_decay, adam_b1/b2/eps, layerwise_lr_decay and
-    max_grad_norm (and wsd's decay_fraction, decay_shape)."""
+def optimizer_numbers(config: Any) -> dict[str, float]:
+    """The numbers of a config's learning-rate schedule (`schedules.schedule_numbers`)."""
     s = train_settings(config)
-    lr = learning_rate_schedule(
+    return schedule_numbers(
         s.learning_rate, s.train_steps, s.warmup_steps, s.schedule, s.decay_fraction, s.decay_shape
     )
+
+
+def make_optimizer(
+    config: Any, numbers: Mapping[str, Any] | None = None
+) -> tuple[optax.GradientTransformation, optax.Schedule]:
+    """The optimizer and schedule of a config's (or TrainSettings') optimizer, learning_rate,
+    train_steps, warmup_steps, schedule, weight_decay, adam_b1/b2/eps, layerwise_lr_decay and
+    max_grad_norm (and wsd's decay_fraction, decay_shape). `numbers`: the schedule's numbers
+    (`optimizer_numbers`), given as traced values by the train step; by default the config's."""
+    s = train_settings(config)
+    if numbers is None:
+        numbers = optimizer_numbers(s)
+    lr = schedule_of_numbers(s.schedule, numbers, s.warmup_steps > 0, s.decay_shape)
     wd, b1, b2, eps = s.weight_decay, s.adam_b1, s.adam_b2, s.adam_eps
     name = s.optimizer
     if name == "adamw":
@@ -208,11 +221,12 @@ def scale_by_layer_depth(decay: float) -> optax.GradientTransformation:
     return optax.GradientTransformation(lambda params: optax.EmptyState(), update)
 
 
-def scale_outside(scope: str, factor: float) -> optax.GradientTransformation:
+def scale_outside(scope: str, factor: float | jax.Array) -> optax.GradientTransformation:
     """Updates of every parameter outside the top-level `scope` (the encoder) times `factor`,
     as a final scaling like `scale_by_layer_depth`: the layers a checkpoint lacks (a task head,
-    "+ BiLSTM") train at their own rate while the encoder keeps the run's."""
-    if factor <= 0:
+    "+ BiLSTM") train at their own rate while the encoder keeps the run's. `factor` may be
+    traced (the train step's input); a Python one is checked."""
+    if isinstance(factor, (int, float)) and factor <= 0:
         raise BertJaxError(f"head learning-rate factor {factor}: must be > 0")
 
     def update(updates, state, params=None):

@@ -7,6 +7,7 @@
     trainer.batch_specs()       # dict name -> ShapeDtypeStruct with sharding (AOT lowering)
     state = trainer.init_state()            # or init_state(params=...) to start from weights
     state, metrics = trainer.train_step(state, batch)    # jax.jit, explicit shardings, donated
+    trainer.train_step.lower(state_specs, batch_specs)  # AOT: the jitted step's lowering
     metrics = trainer.eval_step(state.params, batch)
     outputs = trainer.predict_step(state.params, batch)  # task.predict; None if it has none
     batch = trainer.place_batch(numpy_batch)  # a global batch held by every process -> jax.Arrays
@@ -19,13 +20,19 @@ b(step) weighted 0 (bert_jax.train.schedules; metric `batch_size`); microbatched
 (lax.scan over `grad_accum_steps` slices of the global batch, f32 accumulation), global-norm
 clip, optimizer update; if the loss or the gradient norm or the update is not finite the update
 is skipped and counted (`nonfinite_consecutive`).
+
+The learning-rate schedule's numbers (peak, steps, warmup) and a task head's rate factor are the
+jitted step's third input, not constants of its program: runs of one model and batch that differ
+only in them (a rate choice, another task length, the next fine-tuning of a sweep) share one
+compiled step, from jit's cache in a process and from the persistent cache across processes.
+`train_step(state, batch)` passes this run's numbers; the arithmetic is the same either way.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import flax.struct
@@ -39,7 +46,12 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from bert_jax.model.layers import activation_rules
 from bert_jax.objectives.losses import DENOMINATORS
 from bert_jax.train import mesh as mesh_lib
-from bert_jax.train.optimizer import freeze_paths, make_optimizer, scale_outside
+from bert_jax.train.optimizer import (
+    freeze_paths,
+    make_optimizer,
+    optimizer_numbers,
+    scale_outside,
+)
 from bert_jax.train.schedules import batch_warmup_rows, weigh_rows
 from bert_jax.train.settings import train_settings
 from bert_jax.train.task import Batch, Task
@@ -60,8 +72,9 @@ class Trainer:
     task: Task
     mesh: Mesh
     rules: tuple
-    tx: optax.GradientTransformation
-    lr_schedule: optax.Schedule
+    # The optimizer and schedule from the schedule's numbers (Python, or traced in the step).
+    make_tx: Callable[[Mapping[str, Any]], tuple[optax.GradientTransformation, optax.Schedule]]
+    numbers: dict[str, float]  # this run's: the step's third input
     grad_accum_steps: int
     seed: int
     # Batch-size warmup: step -> the rows of the global batch that count (None: all of them).
@@ -79,12 +92,13 @@ class Trainer:
         bs = mesh_lib.batch_sharding(self.mesh)
         self.batch_shardings = {k: bs for k in self.task.init_inputs()}
         rep = mesh_lib.replicated(self.mesh)
-        self.train_step = jax.jit(
+        step = jax.jit(
             self._with_rules(self._train_step),
-            in_shardings=(self.state_shardings, self.batch_shardings),
+            in_shardings=(self.state_shardings, self.batch_shardings, rep),
             out_shardings=(self.state_shardings, rep),
             donate_argnums=(0,),
         )
+        self.train_step = TrainStep(step, self.numbers, rep)
         self.eval_step = jax.jit(
             self._with_rules(self._eval_step),
             in_shardings=(self.state_shardings.params, self.batch_shardings),
@@ -97,6 +111,15 @@ class Trainer:
                 in_shardings=(self.state_shardings.params, self.batch_shardings),
                 out_shardings=rep,
             )
+
+    @property
+    def tx(self) -> optax.GradientTransformation:
+        """The optimizer with this run's numbers as constants (its state's layout is the step's)."""
+        return self.make_tx(self.numbers)[0]
+
+    @property
+    def lr_schedule(self) -> optax.Schedule:
+        return self.make_tx(self.numbers)[1]
 
     def _with_rules(self, fn):
         """Trace `fn` with this mesh and the logical rules in context, so the model's activation
@@ -236,7 +259,10 @@ class Trainer:
         acc, _ = jax.lax.scan(body, zeros, jnp.arange(n))
         return jax.tree.map(lambda a: a / n, acc)
 
-    def _train_step(self, state: TrainState, batch: Batch) -> tuple[TrainState, dict]:
+    def _train_step(
+        self, state: TrainState, batch: Batch, numbers: Mapping[str, jax.Array]
+    ) -> tuple[TrainState, dict]:
+        tx, lr_schedule = self.make_tx(numbers)
         rng = jax.random.fold_in(state.rng, state.step)
         impl = self.dropout_prng
         if impl == "auto":
@@ -249,7 +275,7 @@ class Trainer:
             batch = weigh_rows(batch, rows)
         loss, metrics, grads = self._grads(state.params, batch, rng)
         grad_norm = optax.tree.norm(grads)
-        updates, opt_state = self.tx.update(grads, state.opt_state, state.params)
+        updates, opt_state = tx.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
         # The result is checked too: a finite gradient can still give a non-finite update (a NaN
         # or overflowing learning rate, optimizer state that overflowed).
@@ -269,7 +295,7 @@ class Trainer:
         metrics.update(
             loss=loss,
             grad_norm=grad_norm,
-            learning_rate=jnp.asarray(self.lr_schedule(state.step), jnp.float32),
+            learning_rate=jnp.asarray(lr_schedule(state.step), jnp.float32),
             update_skipped=skipped,
             nonfinite_consecutive=new_state.nonfinite_consecutive,
         )
@@ -280,6 +306,28 @@ class Trainer:
     def _eval_step(self, params: Any, batch: Batch) -> dict:
         loss, metrics = self.task.loss_fn(params, batch, jax.random.PRNGKey(0), True)
         return dict(metrics, loss=loss)
+
+
+class TrainStep:
+    """`trainer.train_step`: the jitted step (state, batch, numbers) called with this run's
+    numbers, placed on the mesh once (replicated: every process holds the same)."""
+
+    def __init__(self, jitted: Any, numbers: Mapping[str, float], sharding: NamedSharding):
+        self.jitted, self.sharding = jitted, sharding
+        self.numbers = {k: np.float32(v) for k, v in numbers.items()}
+        self._placed: dict[str, jax.Array] | None = None
+
+    def __call__(self, state: TrainState, batch: Batch) -> tuple[TrainState, dict]:
+        if self._placed is None:
+            self._placed = {k: _place(v, self.sharding) for k, v in self.numbers.items()}
+        return self.jitted(state, batch, self._placed)
+
+    def lower(self, state: Any, batch: Any) -> Any:
+        """The step's lowering for these state and batch specs (AOT compilation)."""
+        specs = {
+            k: jax.ShapeDtypeStruct((), np.float32, sharding=self.sharding) for k in self.numbers
+        }
+        return self.jitted.lower(state, batch, specs)
 
 
 def _place(x: Any, sharding: NamedSharding) -> jax.Array:
@@ -294,14 +342,22 @@ def _place(x: Any, sharding: NamedSharding) -> jax.Array:
 def build_trainer(config: Any, task: Task, mesh: Mesh) -> Trainer:
     """config: the training config or its TrainSettings (bert_jax.train.settings)."""
     settings = train_settings(config)
-    tx, lr = make_optimizer(settings)
-    # Weights a task runs but never trains (a distillation teacher): no update, no optimizer state.
-    frozen = getattr(task, "frozen_paths", ())
-    if frozen:
-        tx = freeze_paths(tx, frozen)
+    numbers = optimizer_numbers(settings)
     # New layers at their own rate (fine-tuning's head_learning_rate): the encoder's stays.
-    if (head := getattr(task, "head_lr_scale", 1.0)) != 1.0:
-        tx = optax.chain(tx, scale_outside(task.encoder_scope, head))
+    head = getattr(task, "head_lr_scale", 1.0)
+    if head != 1.0:
+        numbers["head_lr_scale"] = head
+    frozen = getattr(task, "frozen_paths", ())
+
+    def make_tx(n: Mapping[str, Any]) -> tuple[optax.GradientTransformation, optax.Schedule]:
+        tx, lr = make_optimizer(settings, {k: v for k, v in n.items() if k != "head_lr_scale"})
+        # Weights a task runs but never trains (a distillation teacher): no update, no state.
+        if frozen:
+            tx = freeze_paths(tx, frozen)
+        if "head_lr_scale" in n:
+            tx = optax.chain(tx, scale_outside(task.encoder_scope, n["head_lr_scale"]))
+        return tx, lr
+
     accum = settings.grad_accum_steps
     b = next(iter(task.init_inputs().values())).shape[0]
     mesh_lib.check_batch(b, mesh, accum)
@@ -313,8 +369,8 @@ def build_trainer(config: Any, task: Task, mesh: Mesh) -> Trainer:
         task=task,
         mesh=mesh,
         rules=settings.logical_axis_rules,
-        tx=tx,
-        lr_schedule=lr,
+        make_tx=make_tx,
+        numbers=numbers,
         grad_accum_steps=accum,
         seed=settings.seed,
         batch_rows=rows,
