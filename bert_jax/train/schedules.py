@@ -56,13 +56,14 @@ def schedule_numbers(
     if kind == "constant":
         return {"peak": peak}
     if kind == "linear":  # optax's linear warmup joined to its linear decay
+        warm, decay = max(warmup_steps, 1), max(train_steps - warmup_steps, 1)
         return {
             "peak": peak,
             "warmup_steps": warmup_steps,
-            "warmup_length": max(warmup_steps, 1),
-            "1/warmup_length": _reciprocal(max(warmup_steps, 1)),
-            "1/decay_length": _reciprocal(max(train_steps - warmup_steps, 1)),
-            "decay_length": max(train_steps - warmup_steps, 1),
+            "warmup_length": warm,
+            "1/warmup_length": _reciprocal(warm),
+            "decay_length": decay,
+            "1/decay_length": _reciprocal(decay),
         }
     if kind == "wsd":
         if decay_shape not in DECAY_SHAPES:
@@ -141,6 +142,7 @@ def learning_rate_schedule(
     decay_fraction: float = 0.1,
     decay_shape: str = "1-sqrt",
 ) -> optax.Schedule:
+    """The schedule of `kind` with its numbers as constants (`schedule_numbers` checks them)."""
     numbers = schedule_numbers(peak, train_steps, warmup_steps, kind, decay_fraction, decay_shape)
     return schedule_of_numbers(kind, numbers, warmup_steps > 0, decay_shape)
 

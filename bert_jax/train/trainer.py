@@ -117,10 +117,6 @@ class Trainer:
         """The optimizer with this run's numbers as constants (its state's layout is the step's)."""
         return self.make_tx(self.numbers)[0]
 
-    @property
-    def lr_schedule(self) -> optax.Schedule:
-        return self.make_tx(self.numbers)[1]
-
     def _with_rules(self, fn):
         """Trace `fn` with this mesh and the logical rules in context, so the model's activation
         constraints (`bert_jax.model.layers.constrain_batch`) bind to mesh axes."""
