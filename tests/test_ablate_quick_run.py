@@ -44,6 +44,19 @@ def test_quick_run_of_every_table_is_complete_and_resumable(tmp_path, monkeypatc
             held.pop().release()
 
     monkeypatch.setattr(run, "RETRY_SECONDS", 0.0)
+    # Every run's workdir stays held after its training, until its results are written (a run's
+    # last act is drawing its curves): a second sweep never takes a finished run for unfinished.
+    import bert_jax.runs.finetune
+    import bert_jax.train.curves
+
+    holders: list[str | None] = []
+
+    def curves_while_held(workdir, *args, draw=bert_jax.train.curves.write_curves, **kw):
+        holders.append(WorkdirLock(workdir).holder())
+        return draw(workdir, *args, **kw)
+
+    monkeypatch.setattr(bert_jax.train.curves, "write_curves", curves_while_held)
+    monkeypatch.setattr(bert_jax.runs.finetune, "write_curves", curves_while_held)
     for table in ("5", "fig5", "6", "nsp_sop"):
         if table == "6":
             new = [a for a in tables.get("6").arms(scale)
@@ -69,6 +82,7 @@ def test_quick_run_of_every_table_is_complete_and_resumable(tmp_path, monkeypatc
         on_disk = json.loads((tmp_path / f"{table}.json").read_text())
         assert on_disk == json.loads(json.dumps(report.json_safe(docs[table])))
         assert (tmp_path / f"{table}.md").read_text().count("\n|") >= len(expected)
+    assert len(holders) > 20 and None not in holders, holders
     assert docs["5"]["arms"]["LTR & No NSP"]["squad"]["paper"] == 77.8
     # masked-LM arms are read against the context-free predictor on the same held-out masks
     checks = docs["5"]["pretraining"]

@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import jax
@@ -384,6 +385,33 @@ def test_second_run_on_a_workdir_is_refused_and_a_killed_holder_frees_it(task, t
     assert WorkdirLock(workdir).holder() is None and WorkdirLock(tmp_path).holder() is None
     with WorkdirLock(workdir):  # the kernel dropped the dead holder's lock
         pass
+
+
+def test_outer_lock_holds_the_workdir_through_the_runs_inside_it(tmp_path):
+    """A job's outer lock (training, then its results): the training loop's lock on the same
+    workdir, taken again by the same thread, passes through; the workdir stays held until the
+    outer one is released, and any other taker is refused meanwhile."""
+    outer = WorkdirLock(tmp_path, outer=True).acquire()
+    with WorkdirLock(tmp_path):  # the training loop's, inside the job
+        pass
+    assert WorkdirLock(tmp_path).holder().startswith(f"pid {os.getpid()} on ")  # still held
+    refused = []
+
+    def other_thread() -> None:
+        try:
+            WorkdirLock(tmp_path).acquire()
+        except BertJaxError as e:
+            refused.append(str(e))
+
+    thread = threading.Thread(target=other_thread)
+    thread.start()
+    thread.join()
+    assert refused and "in use by another run" in refused[0], refused
+    outer.release()
+    assert WorkdirLock(tmp_path).holder() is None
+    # an ordinary lock again: nothing is left marked as outer
+    with WorkdirLock(tmp_path), pytest.raises(BertJaxError, match="in use by another run"):
+        WorkdirLock(tmp_path).acquire()
 
 
 def test_lease_lock_for_object_stores(tmp_path):

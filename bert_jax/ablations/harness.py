@@ -123,13 +123,18 @@ class Harness(Workdir):
         if run.checkpoint:
             return released_checkpoint(run.checkpoint)
         wd = self.root / "pretrain" / run.key
-        if not (wd / "done.json").exists():
-            self._check_repetition(run)
-            self.progress(f"pretraining {run.key}")
-            config = self.pretrain_config(run)
-            result = run_time.timed(wd, lambda: run_pretraining(config, str(wd)))
-            result.require_finished(wd, config.train_steps)
-            write_json_atomic(wd / "done.json", result.last_eval, sort_keys=True)
+        if (wd / "done.json").exists():
+            return wd
+        self._check_repetition(run)
+        # Held until done.json is written: another sweep that looked between the end of training
+        # and done.json would train the run again (WorkdirLock's `outer`).
+        with WorkdirLock(wd, outer=True):
+            if not (wd / "done.json").exists():  # or another sweep finished it meanwhile
+                self.progress(f"pretraining {run.key}")
+                config = self.pretrain_config(run)
+                result = run_time.timed(wd, lambda: run_pretraining(config, str(wd)))
+                result.require_finished(wd, config.train_steps)
+                write_json_atomic(wd / "done.json", result.last_eval, sort_keys=True)
         return wd
 
     # ---- scores ------------------------------------------------------------------------------
@@ -290,39 +295,49 @@ class Harness(Workdir):
     def _finetune_run(
         self, arm: Arm, task: str, seed: int, lr: float, data_dir: str, out: epath.Path
     ) -> float:
-        s = self.scale
         src = self.pretrain(arm.pretrain)  # Figure 5: its checkpoint of `arm.step`
         kind = task.removesuffix("_feature")
         results = out / "eval_results.json"
         if not results.exists() and not arm.pretrain.checkpoint:
             require_checkpoint(src, "a new fine-tuning run on it")
         if not results.exists():
-            c = finetune_config(FAMILY[kind])
-            c.update(
-                dict(
-                    data_dir=data_dir, init_checkpoint=str(src), seed=seed,
-                    init_checkpoint_step=arm.step or 0,
-                    max_seq_length=self.finetune_seq(arm, task), learning_rate=lr,
-                    num_train_epochs=s.epochs_for(task), train_batch_size=s.finetune_batch,
-                    eval_batch_size=64, log_every_steps=10_000, checkpoint_every_steps=10**9,
-                    num_devices=1, async_checkpoints=False, dropout=s.finetune_dropout,
-                    dtype=s.dtype,
-                )
-            )  # fmt: skip
-            c.mesh.update(_ONE_DEVICE)
-            if FAMILY[kind] == "glue":
-                c.task = kind
-            if kind == "squad":
-                c.doc_stride, c.max_query_length = s.seq // 4, s.seq // 4
-            if arm.bilstm:
-                c.bilstm_size, c.head_learning_rate = s.lstm_size, BILSTM_HEAD_LR
-            if task == "conll_feature":  # Table 7's best: concat of the last four layers
-                c.feature_based, c.lstm_size, c.learning_rate = True, s.lstm_size, 1e-3
-            run_time.timed(out, lambda: runner.finetune(c, str(out)))
+            # Held until the results and the run's time are written (as pretraining's above).
+            with WorkdirLock(out, outer=True):
+                if not results.exists():
+                    self._finetune_anew(arm, task, seed, lr, data_dir, out, src)
         metrics = json.loads(results.read_text())
         if kind == "squad":
             return float(metrics["f1"])
         return 100.0 * float(metrics["f1" if kind == "conll" else "accuracy"])
+
+    def _finetune_anew(
+        self, arm: Arm, task: str, seed: int, lr: float, data_dir: str, out: epath.Path,
+        src: epath.Path,
+    ) -> None:  # fmt: skip
+        """Fine-tunes `arm`'s checkpoint `src` on `task` into `out` (the caller holds `out`)."""
+        s, kind = self.scale, task.removesuffix("_feature")
+        c = finetune_config(FAMILY[kind])
+        c.update(
+            dict(
+                data_dir=data_dir, init_checkpoint=str(src), seed=seed,
+                init_checkpoint_step=arm.step or 0,
+                max_seq_length=self.finetune_seq(arm, task), learning_rate=lr,
+                num_train_epochs=s.epochs_for(task), train_batch_size=s.finetune_batch,
+                eval_batch_size=64, log_every_steps=10_000, checkpoint_every_steps=10**9,
+                num_devices=1, async_checkpoints=False, dropout=s.finetune_dropout,
+                dtype=s.dtype,
+            )
+        )  # fmt: skip
+        c.mesh.update(_ONE_DEVICE)
+        if FAMILY[kind] == "glue":
+            c.task = kind
+        if kind == "squad":
+            c.doc_stride, c.max_query_length = s.seq // 4, s.seq // 4
+        if arm.bilstm:
+            c.bilstm_size, c.head_learning_rate = s.lstm_size, BILSTM_HEAD_LR
+        if task == "conll_feature":  # Table 7's best: concat of the last four layers
+            c.feature_based, c.lstm_size, c.learning_rate = True, s.lstm_size, 1e-3
+        run_time.timed(out, lambda: runner.finetune(c, str(out)))
 
     def example_rows(self, arm: Arm, task: str, seed: int) -> np.ndarray | None:
         """Per-example statistics of a finished fine-tuning run's dev predictions (stats.py),

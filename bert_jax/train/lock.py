@@ -12,6 +12,11 @@ background thread every `renew_seconds` and treated as abandoned when not renewe
 Two runs starting within the same instant are told apart by writing the lease,
 waiting `settle_seconds` and reading it back: the run whose id is not there gives way. Only JAX
 process 0 takes the lock (the processes of one multi-host run share the workdir).
+
+A job that trains and then predicts, writes results and records its time (`bert-jax ablate`'s
+runs) holds the lock around all of it, `WorkdirLock(workdir, outer=True)`, so that no second
+sweep takes the run for unfinished between the end of training and the results: the training
+loop's own lock on that workdir, taken again by the same thread inside it, passes through.
 """
 
 from __future__ import annotations
@@ -68,17 +73,23 @@ def _dead_on_this_host(owner: dict[str, Any]) -> bool:
     return False
 
 
+# Workdirs held by an outer lock, by (thread, workdir): the same thread's locks inside it pass.
+_OUTER: set[tuple[int, str]] = set()
+
+
 class WorkdirLock:
     def __init__(
         self,
         workdir: str | os.PathLike,
         *,
+        outer: bool = False,
         lease: bool | None = None,
         stale_seconds: float = 300.0,
         renew_seconds: float = 60.0,
         settle_seconds: float = 2.0,
     ) -> None:
         self.workdir = epath.Path(workdir)
+        self.outer = outer
         self.lease = (not is_local(workdir)) if lease is None else lease
         self.stale_seconds = stale_seconds
         self.renew_seconds = renew_seconds
@@ -87,6 +98,7 @@ class WorkdirLock:
         self._id = uuid.uuid4().hex
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._passed = False  # acquired inside this thread's outer lock: nothing taken
 
     def _refuse(self, owner: dict[str, Any]) -> WorkdirInUse:
         return WorkdirInUse(self.workdir, _describe(owner))
@@ -177,8 +189,15 @@ class WorkdirLock:
         finally:
             os.close(fd)
 
+    def _key(self) -> tuple[int, str]:
+        path = os.fspath(self.workdir)
+        return threading.get_ident(), os.path.realpath(path) if is_local(path) else path
+
     def acquire(self) -> WorkdirLock:
         if jax.process_index() != 0:
+            return self
+        if not self.outer and self._key() in _OUTER:
+            self._passed = True
             return self
         try:
             self.workdir.mkdir(parents=True, exist_ok=True)
@@ -188,9 +207,16 @@ class WorkdirLock:
             self._acquire_lease()
         else:
             self._acquire_flock()
+        if self.outer:
+            _OUTER.add(self._key())
         return self
 
     def release(self) -> None:
+        if self._passed:
+            self._passed = False
+            return
+        if self.outer:
+            _OUTER.discard(self._key())
         if self._fd is not None:
             os.close(self._fd)  # closing drops the flock
             self._fd = None
