@@ -26,6 +26,7 @@ from bert_jax.ablations.units import Units
 from bert_jax.config import shape_dims
 from bert_jax.errors import BertJaxError
 from bert_jax.train.lock import WorkdirInUse
+from bert_jax.train.shared_steps import shared_steps
 
 RETRY_SECONDS = 30.0  # how often put-off jobs are retried while another process holds them
 
@@ -117,7 +118,20 @@ def _run_jobs(
     live process holds (a second `bert-jax ablate` on this workdir, say another table sharing
     the run) is put off, and the others go on; the put-off jobs are retried after them, every
     RETRY_SECONDS while none can proceed, so two sweeps on one workdir split the work. A job
-    put off again for the same reason is not announced again."""
+    put off again for the same reason is not announced again. Runs of one program (the same
+    task and model shape in other arms, seeds or rates) share its jitted steps."""
+    with shared_steps():
+        return _run_jobs_shared(jobs, harness, table, tasks, progress, finished)
+
+
+def _run_jobs_shared(
+    jobs: list[tuple[tables.Arm, str, int]],
+    harness: Harness,
+    table: str,
+    tasks: dict[str, str],
+    progress: Callable[[str], None],
+    finished: Callable[[tables.Arm, str, int], None] | None,
+) -> list[float]:
     values: dict[int, float] = {}
     told: dict[int, str] = {}  # job -> why it was last put off
     waiting = list(range(len(jobs)))

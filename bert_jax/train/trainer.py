@@ -24,7 +24,10 @@ is skipped and counted (`nonfinite_consecutive`).
 The learning-rate schedule's numbers (peak, steps, warmup) and a task head's rate factor are the
 jitted step's third input, not constants of its program: runs of one model and batch that differ
 only in them (a rate choice, another task length, the next fine-tuning of a sweep) share one
-compiled step, from jit's cache in a process and from the persistent cache across processes.
+compiled step: from the persistent cache across processes, and within a process, traced and
+lowered once, for the trainers built inside `bert_jax.train.shared_steps.shared_steps()` (a
+sweep's runs, an ablation table's jobs), which reuse the jitted functions of an earlier trainer
+of the same program.
 `train_step(state, batch)` passes this run's numbers; the arithmetic is the same either way.
 """
 
@@ -46,6 +49,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from bert_jax.model.layers import activation_rules
 from bert_jax.objectives.losses import DENOMINATORS
 from bert_jax.train import mesh as mesh_lib
+from bert_jax.train import shared_steps
 from bert_jax.train.optimizer import (
     freeze_paths,
     make_optimizer,
@@ -82,35 +86,51 @@ class Trainer:
     # threefry, or rbg / unsafe_rbg (XLA's RngBitGenerator draws the masks); auto: unsafe_rbg on
     # TPU (the hardware generator, as T5X does), threefry elsewhere
     dropout_prng: str = "auto"
+    # A trainer of the same program whose jitted functions this one reuses (shared_steps).
+    like: Trainer | None = None
     state_shardings: TrainState = dataclasses.field(init=False)
     batch_shardings: dict[str, NamedSharding] = dataclasses.field(init=False)
 
     def __post_init__(self) -> None:
-        boxed = jax.eval_shape(self._init_boxed, jax.random.PRNGKey(self.seed))
-        self.state_shardings = mesh_lib.logical_shardings(boxed, self.mesh, self.rules)
-        self._abstract = meta.unbox(boxed)
-        bs = mesh_lib.batch_sharding(self.mesh)
-        self.batch_shardings = {k: bs for k in self.task.init_inputs()}
         rep = mesh_lib.replicated(self.mesh)
-        step = jax.jit(
-            self._with_rules(self._train_step),
-            in_shardings=(self.state_shardings, self.batch_shardings, rep),
-            out_shardings=(self.state_shardings, rep),
-            donate_argnums=(0,),
-        )
-        self.train_step = TrainStep(step, self.numbers, rep)
-        self.eval_step = jax.jit(
-            self._with_rules(self._eval_step),
-            in_shardings=(self.state_shardings.params, self.batch_shardings),
-            out_shardings=rep,
-        )
-        self.predict_step = None
+        if self.like is not None:  # the same program (bert_jax.train.shared_steps): reuse its
+            self._jitted = self.like._jitted  # jitted functions, traced and lowered once
+            self.state_shardings = self.like.state_shardings
+            self.batch_shardings = self.like.batch_shardings
+            self._abstract = self.like._abstract
+            self.like = None  # keep no chain of earlier trainers alive
+        else:
+            boxed = jax.eval_shape(self._init_boxed, jax.random.PRNGKey(self.seed))
+            self.state_shardings = mesh_lib.logical_shardings(boxed, self.mesh, self.rules)
+            self._abstract = meta.unbox(boxed)
+            bs = mesh_lib.batch_sharding(self.mesh)
+            self.batch_shardings = {k: bs for k in self.task.init_inputs()}
+            self._jitted = self._jit(rep)
+        self.train_step = TrainStep(self._jitted["train"], self.numbers, rep)
+        self.eval_step = self._jitted["eval"]
+        self.predict_step = self._jitted.get("predict")
+
+    def _jit(self, rep: NamedSharding) -> dict[str, Any]:
+        """The jitted functions of this trainer's program (shared by trainers of the same one)."""
+        params, batch = self.state_shardings.params, self.batch_shardings
+        jitted = {
+            "train": jax.jit(
+                self._with_rules(self._train_step),
+                in_shardings=(self.state_shardings, batch, rep),
+                out_shardings=(self.state_shardings, rep),
+                donate_argnums=(0,),
+            ),
+            "eval": jax.jit(
+                self._with_rules(self._eval_step), in_shardings=(params, batch), out_shardings=rep
+            ),
+            "init": jax.jit(self._init_unboxed, out_shardings=self.state_shardings),
+            "init_with": jax.jit(self._init_with_params, out_shardings=self.state_shardings),
+        }
         if hasattr(self.task, "predict"):  # fine-tuning heads: logits for the dev/test metrics
-            self.predict_step = jax.jit(
-                self._with_rules(self.task.predict),
-                in_shardings=(self.state_shardings.params, self.batch_shardings),
-                out_shardings=rep,
+            jitted["predict"] = jax.jit(
+                self._with_rules(self.task.predict), in_shardings=(params, batch), out_shardings=rep
             )
+        return jitted
 
     @property
     def tx(self) -> optax.GradientTransformation:
@@ -181,10 +201,7 @@ class Trainer:
         spanning several hosts start from a checkpoint too."""
         rng = jax.random.PRNGKey(self.seed)
         if params is None:
-            init = jax.jit(
-                lambda r: meta.unbox(self._init_boxed(r)), out_shardings=self.state_shardings
-            )
-            return init(rng)
+            return self._jitted["init"](rng)
         if callable(params):  # e.g. graft pretrained weights into freshly initialised ones
             params = params(self._abstract.params)
         given = jax.tree.map(
@@ -192,19 +209,22 @@ class Trainer:
             params,
             self.state_shardings.params,
         )
+        return self._jitted["init_with"](rng, given)
 
-        def with_params(r, given):
-            state = meta.unbox(self._init_boxed(r))
-            p = jax.tree.map(
-                lambda fresh, g: fresh if g is None else g.astype(fresh.dtype),
-                state.params,
-                given,
-                is_leaf=lambda x: x is None,
-            )
-            return state.replace(params=p, opt_state=self.tx.init(p))
+    def _init_unboxed(self, rng: jax.Array) -> TrainState:
+        return meta.unbox(self._init_boxed(rng))
 
-        fn = jax.jit(with_params, out_shardings=self.state_shardings)
-        return fn(rng, given)
+    def _init_with_params(self, rng: jax.Array, given: Any) -> TrainState:
+        """Fresh state with the given weights (None leaves: the fresh ones) and the optimizer
+        state initialised for them."""
+        state = meta.unbox(self._init_boxed(rng))
+        p = jax.tree.map(
+            lambda fresh, g: fresh if g is None else g.astype(fresh.dtype),
+            state.params,
+            given,
+            is_leaf=lambda x: x is None,
+        )
+        return state.replace(params=p, opt_state=self.tx.init(p))
 
     def place_batch(self, batch: Batch) -> Batch:
         """A global batch of host arrays (the same on every process, as fine-tuning's in-memory
@@ -361,7 +381,8 @@ def build_trainer(config: Any, task: Task, mesh: Mesh) -> Trainer:
         settings.batch_warmup_start, settings.batch_warmup_steps, task.init_inputs(),
         mesh.shape["data"] * mesh.shape["fsdp"] * accum,
     )  # fmt: skip
-    return Trainer(
+    like = shared_steps.find(key := shared_steps.program_key(settings, task, mesh, numbers))
+    trainer = Trainer(
         task=task,
         mesh=mesh,
         rules=settings.logical_axis_rules,
@@ -371,4 +392,8 @@ def build_trainer(config: Any, task: Task, mesh: Mesh) -> Trainer:
         seed=settings.seed,
         batch_rows=rows,
         dropout_prng=settings.dropout_prng,
+        like=like,
     )
+    if like is None:
+        shared_steps.keep(key, trainer)
+    return trainer
