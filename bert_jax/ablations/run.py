@@ -106,6 +106,7 @@ def _share_compiled_steps(workdir: str) -> None:
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 
+@shared_steps()  # a fresh scope per call (contextlib's context managers decorate)
 def _run_jobs(
     jobs: list[tuple[tables.Arm, str, int]],
     harness: Harness,
@@ -120,18 +121,6 @@ def _run_jobs(
     RETRY_SECONDS while none can proceed, so two sweeps on one workdir split the work. A job
     put off again for the same reason is not announced again. Runs of one program (the same
     task and model shape in other arms, seeds or rates) share its jitted steps."""
-    with shared_steps():
-        return _run_jobs_shared(jobs, harness, table, tasks, progress, finished)
-
-
-def _run_jobs_shared(
-    jobs: list[tuple[tables.Arm, str, int]],
-    harness: Harness,
-    table: str,
-    tasks: dict[str, str],
-    progress: Callable[[str], None],
-    finished: Callable[[tables.Arm, str, int], None] | None,
-) -> list[float]:
     values: dict[int, float] = {}
     told: dict[int, str] = {}  # job -> why it was last put off
     waiting = list(range(len(jobs)))

@@ -144,22 +144,6 @@ def _summary(runs: list[dict[str, float]]) -> dict[str, float]:
     return out
 
 
-def _point(cfg, n: int, lr: float, ep: float, bs: int, seeds: list[int], job, pre, workdir,
-           family, encoder, start) -> dict:  # fmt: skip
-    """One point of the grid: its seeds' runs and their dev summary."""
-    name = f"lr{lr:g}_ep{ep:g}_bs{bs}"
-    point_dir = workdir / "runs" / name
-    runs = [
-        run_once(run_config(cfg, n, lr, ep, bs, s), job, pre, point_dir / f"seed{s}", family,
-                 encoder, start)  # fmt: skip
-        for s in seeds
-    ]
-    summary = _summary(runs)
-    summary["headline"] = float(np.mean([job.headline(r) for r in runs]))
-    return {"learning_rate": lr, "num_train_epochs": ep, "train_batch_size": bs, "name": name,
-            "dev": summary}  # fmt: skip
-
-
 def finetune(cfg, workdir: str | epath.Path) -> dict[str, float]:
     check_finetune_config(cfg)  # before loading weights and data
     family = _family(cfg)
@@ -202,9 +186,27 @@ def finetune(cfg, workdir: str | epath.Path) -> dict[str, float]:
     if len(grid) == 1 and len(seeds) == 1:
         return run_once(run_config(cfg, n, *grid[0], seeds[0]), job, pre, workdir, family, encoder,
                         start)  # fmt: skip
+    points = []
     with shared_steps():  # the grid's runs and seeds trace one program (per batch size)
-        points = [_point(cfg, n, lr, ep, bs, seeds, job, pre, workdir, family, encoder, start)
-                  for lr, ep, bs in grid]  # fmt: skip
+        for lr, ep, bs in grid:
+            name = f"lr{lr:g}_ep{ep:g}_bs{bs}"
+            point_dir = workdir / "runs" / name
+            runs = [
+                run_once(run_config(cfg, n, lr, ep, bs, s), job, pre, point_dir / f"seed{s}",
+                         family, encoder, start)  # fmt: skip
+                for s in seeds
+            ]
+            summary = _summary(runs)
+            summary["headline"] = float(np.mean([job.headline(r) for r in runs]))
+            points.append(
+                {
+                    "learning_rate": lr,
+                    "num_train_epochs": ep,
+                    "train_batch_size": bs,
+                    "name": name,
+                    "dev": summary,
+                }
+            )
     best = max(points, key=lambda p: p["dev"]["headline"])
     sweep_path = workdir / "sweep_results.json"
     write_json({"points": points, "best": best["name"]}, sweep_path)
