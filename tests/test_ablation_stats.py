@@ -103,6 +103,34 @@ def test_aa_false_verdicts_at_most_five_percent():
                                           sims=1500, examples=300, seed=seeds_b,
                                           pretrain_seeds_b=seeds_b, spread_b=spread_b)  # fmt: skip
         assert rate <= 0.05 + 0.017, (seeds_b, spread, spread_b, rate)
+    # Arms equal over the population of items but not item by item (each its own item shifts),
+    # which puts weight on the examples' term, as two models' rows do.
+    for seeds_a, seeds_b, spread in ((2, 3, 2.6), (2, 6, 1.0), (3, 3, 5.2)):
+        rate = aa_test.false_verdict_rate("welch", seeds_a, 2, spread, sims=1500, examples=300,
+                                          seed=seeds_b, pretrain_seeds_b=seeds_b,
+                                          item_spread=25.0)  # fmt: skip
+        assert rate <= 0.05 + 0.017, (seeds_a, seeds_b, spread, rate)
+
+
+def test_a_steadier_arms_third_run_does_not_widen_the_interval():
+    """2 pretraining runs against 2, then against 3 of the steadier arm, the examples' term the
+    largest (as the ELECTRA table's squad, masked LM against random init): the df stays the
+    balanced design's 2, not the fewer-runs arm's 1 (t 12.7), which tripled the interval."""
+    examples, masked_lm, random_init = (0.33, 1999), (0.068, 1), (0.004, 2)
+    assert interval._welch([examples, masked_lm, random_init])[1] == 2
+    # Where the fewer-runs arm's term is the largest, its own df still rules.
+    assert interval._welch([(0.05, 1999), (0.4, 1), (0.004, 2)])[1] == 1
+    # Simulated rows where it happens: the masked LM's 2 runs (spread 0.53) against 3 of a
+    # steadier arm (0.50), the examples' term (0.36) above both arms'.
+    rng = np.random.default_rng(2)
+    chance_N = rng.beta(4.0, 1.0, size=2000)
+    a = aa_test.simulate_arm(rng, chance_N, 2, 2, 0.8, 1.0, item_spread=25.0)
+    b = aa_test.simulate_arm(rng, chance_N, 3, 2, 0.1, 1.0, item_spread=25.0)
+    two = interval.difference(a[0], b[0][:4], "sst2", groups_a=a[1], groups_b=b[1][:4])
+    three = interval.difference(a[0], b[0], "sst2", groups_a=a[1], groups_b=b[1])
+    assert three["df"] >= 2 and two["df"] >= 2, (two["df"], three["df"])
+    width = lambda d: d["high"] - d["low"]  # noqa: E731
+    assert width(three) <= 1.2 * width(two), (width(two), width(three))
 
 
 def test_entity_rows_give_seqeval_micro_f1():

@@ -32,10 +32,17 @@ METHODS = ("welch", "bootstrap")
 def simulate_arm(
     rng: np.random.Generator, chance_N: np.ndarray, pretrain_seeds: int, finetune_seeds: int,
     spread: float, finetune_spread: float, shifts: np.ndarray | None = None,
+    item_spread: float = 0.0,
 ) -> tuple[list[np.ndarray], list[int]]:  # fmt: skip
     """One arm's runs (N x 1 rows of right answers, as stats.example_rows gives accuracy) and
     each run's pretraining run. `shifts`: each pretraining run's shift drawn from these points
-    instead of a normal of sd `spread` (a skewed spread, as measured)."""
+    instead of a normal of sd `spread` (a skewed spread, as measured). `item_spread`: the arm's
+    own shift of each item's chance (sd, points), the same in all its runs: what this arm's
+    model finds easy or hard that the other's does not, drawn afresh for each arm and table so
+    the arms stay equal over the population of items; only that puts weight on the interval's
+    examples term, which the dev set's sampling would move."""
+    if item_spread:
+        chance_N = chance_N + rng.normal(0.0, item_spread / 100, size=len(chance_N))
     runs, groups = [], []
     for g in range(pretrain_seeds):
         shift = rng.normal(0.0, spread / 100) if shifts is None else rng.choice(shifts) / 100
@@ -59,18 +66,20 @@ def judge(method: str, a: tuple, b: tuple, draws: int) -> dict:
 def false_verdict_rate(
     method: str, pretrain_seeds: int, finetune_seeds: int, spread: float, sims: int,
     examples: int = 2000, finetune_spread: float = 1.0, seed: int = 0, draws: int = 1000,
-    pretrain_seeds_b: int | None = None, spread_b: float | None = None,
+    pretrain_seeds_b: int | None = None, spread_b: float | None = None, item_spread: float = 0.0,
 ) -> float:  # fmt: skip
     """The share of `sims` A/A tables whose interval lies wholly above or below 0. Arm B may
     have other pretraining seeds (`pretrain_seeds_b`) or another spread between its runs
-    (`spread_b`: equal means, unequal spreads, as MLM's runs and LTR's on conll); None: A's."""
+    (`spread_b`: equal means, unequal spreads, as MLM's runs and LTR's on conll); None: A's.
+    `item_spread`: each arm's own item shifts (simulate_arm), 0 for none."""
     rng = np.random.default_rng(seed)
     seeds_b = pretrain_seeds if pretrain_seeds_b is None else pretrain_seeds_b
     spreads = (spread, spread if spread_b is None else spread_b)
     wrong = 0
     for _ in range(sims):
         chance_N = rng.beta(4.0, 1.0, size=examples)
-        a, b = (simulate_arm(rng, chance_N, g, finetune_seeds, s, finetune_spread)
+        a, b = (simulate_arm(rng, chance_N, g, finetune_seeds, s, finetune_spread,
+                             item_spread=item_spread)
                 for g, s in zip((pretrain_seeds, seeds_b), spreads, strict=True))  # fmt: skip
         d = judge(method, a, b, draws)
         wrong += d["low"] > 0 or d["high"] < 0

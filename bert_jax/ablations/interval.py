@@ -12,8 +12,8 @@ would move and the runs' spread does not show, since every run reads the same ex
 degrees of freedom by Welch-Satterthwaite, at most the units' own (G_A - 1 + G_B - 1: with the
 example term's hundreds of degrees of freedom added, Satterthwaite's can exceed what the units
 hold, and equal arms of two runs each were then told apart 5.5% of the time), at most twice the
-smaller arm's, and the smaller arm's own where its term dominates (`_welch`: since 2026-11-30,
-for arms of unequal runs, as assembled tables have them). With two
+smaller arm's, and the smaller arm's own where its term dominates, the examples' included
+(`_welch`: since 2026-11-30, for arms of unequal runs, as assembled tables have them). With two
 pretraining runs an arm has one degree of freedom for its spread, so the interval is wide: that
 is what two runs can say.
 
@@ -90,10 +90,13 @@ def _welch(parts: list[tuple[float, float]]) -> tuple[float, float]:
     the examples' term first, then each arm's (one or two). Welch-Satterthwaite's df, at most
     the units' own (the example term's many would lift it past what the runs hold) and at most
     twice the smaller arm's (what a balanced design of that many runs would hold); and where
-    the arm with fewer runs has the larger term, at most that arm's own df. Satterthwaite's df
+    the arm with fewer runs has the largest term, at most that arm's own df. Satterthwaite's df
     comes from the runs' own spreads, and with few runs behind the dominant term it errs high:
     equal arms of 2 and 6 pretraining runs were told apart 8% of the time, 3 runs of spread
-    6.3 against 6 of 0.8 (equal means) 7.3% (aa_grid.py --unequal)."""
+    6.3 against 6 of 0.8 (equal means) 7.3% (aa_grid.py --unequal). Largest of all, the
+    examples' included (since 2026-12-03): where the examples' term dominates, the runs' few
+    df do not carry the interval, and comparing with the other arm's alone made a third run of
+    the steadier arm widen the interval threefold (t 12.7 for 4.3: the ELECTRA table's squad)."""
     variance = sum(v for v, _ in parts)
     denominator = sum(v * v / df for v, df in parts if df > 0 and v > 0)
     df = variance * variance / denominator if denominator > 0 else math.inf
@@ -101,7 +104,7 @@ def _welch(parts: list[tuple[float, float]]) -> tuple[float, float]:
         own = [d for _, d in arms]
         df = min(df, sum(own), 2 * min(own))
         fewer = min(arms, key=lambda a: a[1])
-        if len(set(own)) > 1 and fewer[0] >= max(v for v, _ in arms):
+        if len(set(own)) > 1 and fewer[0] >= max(v for v, _ in parts):
             df = min(df, fewer[1])
     half = float(scipy_stats.t.ppf(0.975, df)) * math.sqrt(variance) if variance else 0.0
     return half, df

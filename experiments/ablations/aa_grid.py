@@ -14,6 +14,13 @@ seeds; columns: spreads) and writes the json with the commit it ran at.
 Arms of unequal pretraining runs (6 against 3, as an assembled table has them), and equal means
 with unequal spreads (6.3 points against 0.8, as MLM's and LTR's runs on conll), at 2
 fine-tuning seeds: the interval's false verdicts there (about 3 s a cell, 2 minutes in all).
+
+    python experiments/ablations/aa_grid.py --unequal --item_spread 15 --out results_items.json
+
+Either grid with each arm's own item shifts (sd 15 points, aa_test.simulate_arm): arms that
+are equal over the population of items but not item by item, as two models are, so the
+interval's examples term carries weight (0.17 points squared at 15, against 0.04-0.33 in the
+committed tables and about 0.005 without).
 """
 
 from __future__ import annotations
@@ -29,7 +36,8 @@ from bert_jax.ablations.provenance import commit
 SPREADS = (0.0, 1.3, 2.6, 5.2, 10.0)  # points of score between pretraining runs (sd)
 PRETRAIN_SEEDS = (2, 3, 4, 6)
 FINETUNE_SEEDS = (1, 2, 3)
-UNEQUAL_SEEDS = ((6, 3), (8, 3), (2, 6), (3, 6), (3, 3), (6, 6))  # arm A's pretraining runs, B's
+# Arm A's pretraining runs, B's (2 vs 3: the ELECTRA table, random init's third run added).
+UNEQUAL_SEEDS = ((6, 3), (8, 3), (2, 6), (3, 6), (2, 3), (3, 3), (6, 6))
 UNEQUAL_SPREADS = ((0.0, 0.0), (2.6, 2.6), (5.2, 5.2), (10.0, 10.0), (6.3, 0.8), (0.8, 6.3))
 
 
@@ -42,6 +50,8 @@ def main() -> None:
     parser.add_argument("--out", default="")
     parser.add_argument("--unequal", action="store_true",
                         help="the unequal-arms grid instead (UNEQUAL_SEEDS x UNEQUAL_SPREADS)")
+    parser.add_argument("--item_spread", type=float, default=0.0,
+                        help="each arm's own shift of each item's chance (sd, points)")
     args = parser.parse_args()
     if args.unequal:
         return _unequal(args)
@@ -49,11 +59,13 @@ def main() -> None:
     for g, f, spread in itertools.product(PRETRAIN_SEEDS, FINETUNE_SEEDS, SPREADS):
         start = time.time()
         cell = {"pretrain_seeds": g, "finetune_seeds": f, "spread": spread,
-                "welch": false_verdict_rate("welch", g, f, spread, args.sims, args.examples)}
+                "welch": false_verdict_rate("welch", g, f, spread, args.sims, args.examples,
+                                            item_spread=args.item_spread)}
         # The bootstrap only where the audit measured it (3 fine-tuning seeds): it is slow.
         if args.bootstrap_sims and f == 3:
             cell["bootstrap"] = false_verdict_rate("bootstrap", g, f, spread,
-                                                   args.bootstrap_sims, args.examples)
+                                                   args.bootstrap_sims, args.examples,
+                                                   item_spread=args.item_spread)
         cells.append(cell)
         print(f"{g} x {f} spread {spread}: {cell} ({time.time() - start:.0f} s)", flush=True)
     header = "| pretraining x fine-tuning seeds | " + " | ".join(f"{s} pts" for s in SPREADS)
@@ -66,14 +78,16 @@ def main() -> None:
     print("\n".join(lines))
     if args.out:
         _write(args.out, {"sims": args.sims, "bootstrap_sims": args.bootstrap_sims,
-                          "examples": args.examples, "finetune_spread": 1.0, "cells": cells})
+                          "examples": args.examples, "finetune_spread": 1.0,
+                          "item_spread": args.item_spread, "cells": cells})
 
 
 def _unequal(args: argparse.Namespace) -> None:
     cells = []
     for (g_a, g_b), (s_a, s_b) in itertools.product(UNEQUAL_SEEDS, UNEQUAL_SPREADS):
         rate = false_verdict_rate("welch", g_a, 2, s_a, args.sims, args.examples,
-                                  pretrain_seeds_b=g_b, spread_b=s_b)  # fmt: skip
+                                  pretrain_seeds_b=g_b, spread_b=s_b,
+                                  item_spread=args.item_spread)  # fmt: skip
         cells.append({"pretrain_seeds": [g_a, g_b], "spreads": [s_a, s_b], "welch": rate})
         print(f"{g_a} vs {g_b} runs, spreads {s_a} / {s_b}: {100 * rate:.1f}%", flush=True)
     names = [f"{a} / {b} pts" if a != b else f"{a} pts" for a, b in UNEQUAL_SPREADS]
@@ -86,7 +100,8 @@ def _unequal(args: argparse.Namespace) -> None:
     print("\n".join(lines))
     if args.out:
         _write(args.out, {"sims": args.sims, "examples": args.examples, "finetune_seeds": 2,
-                          "finetune_spread": 1.0, "cells": cells})  # fmt: skip
+                          "finetune_spread": 1.0, "item_spread": args.item_spread,
+                          "cells": cells})  # fmt: skip
 
 
 def _write(path: str, doc: dict) -> None:
